@@ -1,0 +1,23 @@
+# radrank: submissions → pairs → per-sample scores → bootstrap statistics → leaderboards → report.
+# Configuration: config/config.yaml (validated against schemas/config.schema.yaml).
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/ingest.smk"
+include: "rules/score.smk"
+include: "rules/stats.smk"
+include: "rules/leaderboard.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

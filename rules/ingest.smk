@@ -1,0 +1,18 @@
+rule ingest:
+    """Read one submission for one split into canonical pairs plus its drop file."""
+    input:
+        unpack(submission_files),
+    output:
+        pairs=PAIRS,
+        drops=DROPS,
+    log:
+        "logs/ingest/{dataset}/{split}/{model}.log",
+    params:
+        job=ingest_job,
+    conda:
+        "../envs/core.yaml"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/ingest.py"

@@ -1,0 +1,10 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
+from radrank import jobs  # noqa: E402
+
+sm = snakemake  # noqa: F821
+required = {name: path for name, path in sm.input.items() if name != "pairs"}
+jobs.run_rule(sm, jobs.score, metric=sm.wildcards.metric, pairs_path=sm.input.pairs, required=required,
+              settings=sm.params.settings, out=sm.output[0], config_hash=sm.params.config_hash)

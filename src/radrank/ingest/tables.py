@@ -1,0 +1,159 @@
+"""CSV report pairs and canonical parquet pairs.
+
+CSV (ReXrank's gt/pred layout): two files with columns ``study_id``, ``report``
+and optionally ``case_id``, joined on study_id. The sample id is the case_id of
+the ground truth when that column exists, else the study_id. Ids present on one
+side only are returned as unmatched records, so the caller can list them in the
+drop file. The reference goes through the section parser (``ref_section``);
+the prediction is taken as written.
+
+Parquet: columns ``sample_id``, ``reference``, ``hypothesis`` and optionally
+``context``, ``age``, ``sex``, ``indication``, ``comparison``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from radrank.errors import InputError
+from radrank.ingest.detect import decode_utf8, read_bytes
+from radrank.sections import parse_section
+from radrank.text import clean, is_missing
+
+CSV_REQUIRED = ("study_id", "report")
+PARQUET_REQUIRED = ("sample_id", "reference", "hypothesis")
+PARQUET_OPTIONAL = ("context", "age", "sex", "indication", "comparison")
+_LINE = object()  # key of a row's line number; never a column name
+
+
+def _read_csv_rows(path) -> list[dict]:
+    text = decode_utf8(path, read_bytes(path))
+    # Judge the delimiter by the header line only: report text is full of commas.
+    header_line = text.lstrip("\r\n").splitlines()[0] if text.strip() else ""
+    delimiter = "\t" if header_line.count("\t") > header_line.count(",") else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    if reader.fieldnames is None:
+        raise InputError(path, "CSV has no header row")
+    header = [h.strip() for h in reader.fieldnames]
+    for col in CSV_REQUIRED:
+        if col not in header:
+            raise InputError(path, f"required column is missing (columns: {', '.join(header)})", field=col)
+    rows = []
+    for row in reader:
+        # The row number is the 1-based line of the file where the record starts
+        # (the header is line 1; a quoted field may span several lines).
+        values = [v for v in row.values() if isinstance(v, str)] + list(row.get(None) or [])
+        line = reader.line_num - sum(v.count("\n") for v in values)
+        if None in row:
+            raise InputError(path, "row has more fields than the header", row=line)
+        rows.append({k.strip(): v for k, v in row.items()} | {_LINE: line})
+    if not rows:
+        raise InputError(path, "CSV has a header but no rows")
+    return rows
+
+
+def _index_by(path, rows: list[dict], key: str) -> dict[str, tuple[int, dict]]:
+    out: dict[str, tuple[int, dict]] = {}
+    for row in rows:
+        i = row[_LINE]
+        value = (row.get(key) or "").strip()
+        if not value:
+            raise InputError(path, "id is empty", field=key, row=i)
+        if value in out:
+            raise InputError(path, f"duplicate id {value!r} (also in row {out[value][0]})", field=key, row=i)
+        out[value] = (i, row)
+    return out
+
+
+def read_csv_pair(pred_path, ref_path, ref_section: str) -> tuple[list[dict], list[dict]]:
+    """Return (matched records, unmatched records) for a prediction/ground-truth CSV pair."""
+    preds = _read_csv_rows(pred_path)
+    refs = _read_csv_rows(ref_path)
+    pred_by_study = _index_by(pred_path, preds, "study_id")
+    ref_by_study = _index_by(ref_path, refs, "study_id")
+    for path, rows in ((pred_path, preds), (ref_path, refs)):
+        if "case_id" in rows[0]:
+            _index_by(path, rows, "case_id")  # duplicate case ids are an error too
+    common = [s for s in ref_by_study if s in pred_by_study]
+    if not common:
+        raise InputError(
+            pred_path,
+            f"no study_id in common with the ground truth {ref_path} "
+            f"(predictions: {len(pred_by_study)} ids, ground truth: {len(ref_by_study)} ids)",
+            field="study_id",
+        )
+
+    def sample_id(study: str, row: dict) -> str:
+        case = (row.get("case_id") or "").strip()
+        return case or study
+
+    matched, unmatched = [], []
+    for position, (study, (row_no, ref_row)) in enumerate(ref_by_study.items()):
+        reference = parse_section(clean(ref_row["report"]), ref_section)
+        if study in pred_by_study:
+            _, pred_row = pred_by_study[study]
+            matched.append(
+                {
+                    "sample_id": sample_id(study, ref_row),
+                    "study_id": position,
+                    "reference": reference,
+                    "hypothesis": clean(pred_row["report"]),
+                    "context": None,
+                    "row": row_no,
+                }
+            )
+        else:
+            unmatched.append({"sample_id": sample_id(study, ref_row), "reason": "missing_prediction",
+                              "study_id": position, "reference": reference, "row": row_no,
+                              "detail": f"study_id {study} is in the ground truth only"})
+    for study, (row_no, pred_row) in pred_by_study.items():
+        if study not in ref_by_study:
+            unmatched.append({"sample_id": sample_id(study, pred_row), "reason": "missing_reference",
+                              "row": row_no, "detail": f"study_id {study} is in the predictions only"})
+    return matched, unmatched
+
+
+def read_parquet_pairs(path, ref_section: str | None) -> list[dict]:
+    import pandas as pd
+
+    read_bytes(path)
+    try:
+        df = pd.read_parquet(path)
+    except Exception as e:  # pyarrow raises several types for corrupt files
+        raise InputError(path, f"cannot be read as parquet: {e}") from None
+    for col in PARQUET_REQUIRED:
+        if col not in df.columns:
+            raise InputError(path, f"required column is missing (columns: {', '.join(map(str, df.columns))})",
+                             field=col)
+    if df.empty:
+        raise InputError(path, "parquet file has no rows")
+    seen: dict[str, int] = {}
+    records = []
+    for i, row in enumerate(df.itertuples(index=False), start=0):
+        row = row._asdict()
+        sid = row["sample_id"]
+        if is_missing(sid):
+            raise InputError(path, "sample id is empty", field="sample_id", row=i)
+        sid = str(sid)
+        if sid in seen:
+            raise InputError(path, f"duplicate sample id {sid!r} (also in row {seen[sid]})", field="sample_id", row=i)
+        seen[sid] = i
+        for col in ("reference", "hypothesis"):
+            value = row[col]
+            if not is_missing(value) and not isinstance(value, str):
+                raise InputError(path, f"must be text, found {type(value).__name__}", field=col, row=i)
+        reference = clean(row["reference"])
+        record = {
+            "sample_id": sid,
+            "study_id": i,
+            "reference": parse_section(reference, ref_section) if ref_section else reference,
+            "hypothesis": clean(row["hypothesis"]),
+            "context": clean(row.get("context")) or None,
+            "row": i,
+        }
+        for col in PARQUET_OPTIONAL[1:]:
+            if col in row:
+                record[col] = row[col]
+        records.append(record)
+    return records

@@ -1,0 +1,74 @@
+"""Table I/O between stages: parquet with provenance in its metadata, CSV for people.
+
+Every write goes to a temporary file in the target folder and is renamed into
+place only when complete, so an interrupted job never leaves a file that looks
+finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+PROVENANCE_KEY = b"radrank"
+
+
+@contextmanager
+def atomic_path(path):
+    """Yield a temporary path beside ``path``; rename it onto ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_parquet(df, path, provenance: dict | None = None) -> None:
+    """Write ``df`` (without its index) with ``provenance`` stored as JSON metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    meta = dict(table.schema.metadata or {})
+    # pandas' own metadata records the library version; drop it so outputs do not
+    # change when only the pandas version does (provenance records versions).
+    meta.pop(b"pandas", None)
+    if provenance is not None:
+        meta[PROVENANCE_KEY] = json.dumps(provenance, sort_keys=True, default=str).encode()
+    table = table.replace_schema_metadata(meta)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def read_parquet(path):
+    """Return the table in ``path`` as a DataFrame."""
+    import pandas as pd
+
+    return pd.read_parquet(path)
+
+
+def read_provenance(path) -> dict:
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    raw = meta.get(PROVENANCE_KEY)
+    return json.loads(raw) if raw else {}
+
+
+def write_csv(df, path, **kwargs) -> None:
+    kwargs.setdefault("index", False)
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, **kwargs)
+
+
+def write_text(text: str, path) -> None:
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")

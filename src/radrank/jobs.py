@@ -1,0 +1,160 @@
+"""One function per workflow stage; the rule scripts in scripts/ only call these.
+
+Each function reads its inputs, computes, and writes its outputs atomically with
+provenance, so a job either leaves complete outputs or none.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from radrank import io, metrics, provenance
+
+log = logging.getLogger("radrank")
+
+
+def setup_logging(log_path=None):
+    handlers = [logging.StreamHandler()]
+    if log_path:
+        handlers.append(logging.FileHandler(log_path, mode="w"))
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", handlers=handlers,
+                        force=True)
+
+
+def ingest(*, path, split, reference_path, ref_section, empty_hypothesis, max_chars, out_pairs, out_drops,
+           dataset, model):
+    from radrank.ingest import ingest_submission
+
+    pairs, drops, fmt = ingest_submission(path, split, reference_path=reference_path or None,
+                                          ref_section=ref_section, empty_hypothesis=empty_hypothesis,
+                                          max_chars=max_chars)
+    sources = {"path": str(path), "sha256": provenance.file_sha256(path)}
+    if reference_path:
+        sources["reference_path"] = str(reference_path)
+        sources["reference_sha256"] = provenance.file_sha256(reference_path)
+    prov = provenance.record("pairs", dataset=dataset, split=split, model=model, format=fmt, sources=sources,
+                             ref_section=ref_section if fmt != "rexrank_json" else None,
+                             empty_hypothesis=empty_hypothesis, max_report_chars=max_chars,
+                             n_pairs=len(pairs), n_listed=len(drops))
+    log.info("%s/%s/%s: %d pairs from %s (%s); %d listed in the drop file",
+             dataset, split, model, len(pairs), path, fmt, len(drops))
+    if pairs.empty:
+        raise ValueError(f"{path}: no scorable pair for split {split!r} "
+                         f"({len(drops)} listed, e.g. {drops['reason'].value_counts().to_dict()})")
+    io.write_csv(drops, out_drops)
+    io.write_parquet(pairs, out_pairs, prov)
+
+
+def score(*, metric, pairs_path, required: dict, settings: dict, out, config_hash: str):
+    import pandas as pd
+
+    spec = metrics.get(metric)
+    pairs = io.read_parquet(pairs_path)
+    inputs = {name: pd.read_parquet(p) for name, p in required.items()}
+    scores = metrics.score(metric, pairs, settings, inputs)
+    if len(scores) != len(pairs) or not scores["sample_id"].equals(pairs["sample_id"]):
+        raise RuntimeError(f"metric {metric!r} returned rows that do not match the pairs")
+    merged_settings = {**spec.settings, **settings}
+    prov = provenance.record(
+        "scores", metric=metric, metric_version=spec.version, model=spec.model, settings=merged_settings,
+        environment=provenance.environment(spec.packages), pairs=provenance.read_pairs_identity(pairs_path),
+        inputs={name: io.read_provenance(p).get("metric_version") for name, p in required.items()},
+        config_hash=config_hash,
+    )
+    log.info("%s: %d samples scored from %s", metric, len(scores), pairs_path)
+    io.write_parquet(scores, out, prov)
+
+
+def _merge_scores(score_paths: list) -> "object":
+    import pandas as pd
+
+    merged = None
+    for p in score_paths:
+        df = pd.read_parquet(p)
+        merged = df if merged is None else merged.merge(df, on="sample_id", how="outer", validate="one_to_one")
+    return merged
+
+
+def bootstrap(*, dataset, split, score_paths: dict, metric_names, n_boot, seed, level, config_hash,
+              out_replicates, out_summary, out_comparisons, out_comparisons_csv):
+    """``score_paths`` maps model -> list of per-metric score files."""
+    from radrank.stats import bootstrap as run_bootstrap
+
+    leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
+    scores = {model: _merge_scores(paths) for model, paths in score_paths.items()}
+    result = run_bootstrap(scores, leaves, n_boot=n_boot, seed=seed, level=level)
+    prov = provenance.record(
+        "statistics", dataset=dataset, split=split, models=sorted(scores), metrics=list(metric_names),
+        n_bootstrap=n_boot, seed=seed, level=level, n_cases=len(result.cases), config_hash=config_hash,
+        score_provenance={m: [io.read_provenance(p).get("metric") for p in paths] for m, paths in score_paths.items()},
+        method="exact paired bootstrap over case ids from per-sample sufficient statistics (radrank.stats.bootstrap)",
+    )
+    log.info("%s/%s: %d models, %d cases, %d resamples", dataset, split, len(scores), len(result.cases), n_boot)
+    io.write_parquet(result.comparisons, out_comparisons, prov)
+    io.write_csv(result.comparisons, out_comparisons_csv)
+    io.write_parquet(result.summary, out_summary, prov)
+    io.write_parquet(result.replicates, out_replicates, prov)
+
+
+def model_summary(*, model, replicates_path, summary_path, pairs_path, drops_path,
+                  out_results, out_summary, out_generations, out_drops):
+    """RadHarmony-style files for one model: results, results_summary, generations, drops."""
+    import pandas as pd
+
+    reps = pd.read_parquet(replicates_path)
+    reps = reps[reps["model"] == model]
+    wide = reps.pivot(index="bootstrap", columns="metric", values="value").sort_index()
+    order = list(dict.fromkeys(reps["metric"]))
+    wide = wide[order].reset_index()
+    wide.insert(0, "label", "report")
+    wide.insert(1, "fold", -1)
+    wide.insert(2, "seed", -1)
+    results = wide[["label", "fold", "seed", "bootstrap", *order]]
+    summary = pd.read_parquet(summary_path)
+    summary = summary[summary["model"] == model].drop(columns=["model"])
+    pairs = pd.read_parquet(pairs_path)
+    io.write_csv(pd.read_csv(drops_path, dtype=str, keep_default_na=False), out_drops)
+    io.write_csv(pairs[["sample_id", "reference", "hypothesis"]], out_generations)
+    io.write_csv(summary, out_summary)
+    io.write_csv(results, out_results)
+
+
+def leaderboard(*, dataset, split, summary_path, drops_paths: dict, models_sheet, rank_by, fallback_rank_by,
+                decimals, out):
+    import pandas as pd
+
+    from radrank.leaderboard import build_leaderboard, read_model_metadata
+
+    summary = pd.read_parquet(summary_path)
+    drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in drops_paths.items()}
+    meta = read_model_metadata(models_sheet) if models_sheet else None
+    table = build_leaderboard(summary, drops, meta, rank_by=rank_by, fallback_rank_by=fallback_rank_by,
+                              decimals=decimals)
+    log.info("%s/%s leaderboard: %d models, %s", dataset, split, len(table), table["Ranked by"].iloc[0])
+    io.write_csv(table, out)
+
+
+def report(*, leaderboards: dict, comparisons: dict, config, out_markdown, out_html):
+    from radrank.report import render_report
+
+    markdown, html = render_report(leaderboards, comparisons, config)
+    io.write_text(html, out_html)
+    io.write_text(markdown, out_markdown)
+
+
+def run_rule(snakemake, job, **kwargs):
+    """Run ``job(**kwargs)`` for a Snakemake rule script: log to the rule's log file,
+    turn radrank's own errors into one clear line and a non-zero exit."""
+    import sys
+
+    from radrank.errors import RadrankError
+
+    setup_logging(snakemake.log[0] if snakemake.log else None)
+    try:
+        job(**kwargs)
+    except RadrankError as e:
+        log.error("%s", e)
+        sys.exit(1)
+    except Exception:
+        log.exception("rule %s failed", snakemake.rule)
+        sys.exit(1)

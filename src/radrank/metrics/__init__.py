@@ -1,0 +1,52 @@
+"""The metric registry: one module per metric, imported only when asked for.
+
+``import radrank.metrics`` costs nothing: :data:`MODULES` maps each metric name
+to its module path, and :func:`get` imports a module the first time it is used.
+Adding a metric is adding a module and one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+MODULES: dict[str, str] = {
+    "bleu2": "radrank.metrics.bleu2",
+    "bleu4": "radrank.metrics.bleu4",
+    "rouge": "radrank.metrics.rouge",
+    "radcliq": "radrank.metrics.radcliq",
+}
+
+
+def names() -> list[str]:
+    return list(MODULES)
+
+
+@lru_cache(maxsize=None)
+def module(name: str):
+    if name not in MODULES:
+        raise KeyError(f"unknown metric {name!r}; known metrics: {', '.join(MODULES)}")
+    return importlib.import_module(MODULES[name])
+
+
+def get(name: str):
+    """The :class:`~radrank.metrics.base.MetricSpec` of ``name``."""
+    return module(name).SPEC
+
+
+def leaves(name: str):
+    return get(name).leaves
+
+
+def score(name: str, pairs, settings: dict | None = None, inputs: dict | None = None):
+    """Per-sample scores of metric ``name`` on ``pairs`` (sample_id + SPEC.columns)."""
+    spec = get(name)
+    merged = {**spec.settings, **(settings or {})}
+    unknown = set(merged) - set(spec.settings)
+    if unknown:
+        raise KeyError(f"metric {name!r} has no setting(s) {sorted(unknown)}; known: {sorted(spec.settings)}")
+    out = module(name).score(pairs, merged, inputs or {})
+    missing = [c for c in ("sample_id", *spec.columns) if c not in out.columns]
+    if missing:
+        raise RuntimeError(f"metric {name!r} did not return columns {missing}")
+    return out[["sample_id", *spec.columns]]

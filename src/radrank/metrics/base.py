@@ -1,0 +1,183 @@
+"""What a metric module declares, and how its leaves aggregate.
+
+A metric module defines ``SPEC`` (a :class:`MetricSpec`) and
+``score(pairs, settings, inputs) -> DataFrame`` returning ``sample_id`` plus the
+per-sample columns in ``SPEC.columns``.
+
+A *leaf* is one number on the leaderboard (e.g. ``rougeL`` or corpus ``bleu4``).
+Every leaf is a function of column sums of per-sample *sufficient statistics*:
+
+* a mean leaf's statistics are (value, 1) over the samples whose value is finite,
+  so its estimate is sum(value) / count;
+* a corpus leaf names its statistic columns and a function of their totals
+  (corpus BLEU-4 from clipped n-gram matches and lengths; CheXbert F1 from
+  per-label confusion counts).
+
+Because a bootstrap resample is a vector of per-sample counts w, every leaf on
+every resample is ``leaf.value(w @ S)``: exact, and no metric is re-run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one scoring job needs; the SLURM profile reads these."""
+
+    mem_mb: int = 2000
+    runtime_min: int = 30
+    threads: int = 1
+    gpu: int = 0
+
+
+@dataclass(frozen=True)
+class Leaf:
+    name: str
+    label: str
+    higher_is_better: bool = True
+    column: str | None = None  # mean leaf: the per-sample column averaged
+    stats: tuple[str, ...] = ()  # corpus leaf: per-sample statistic columns
+    corpus: Callable[[np.ndarray], np.ndarray] | None = None  # corpus leaf: totals (B, k) -> (B,)
+
+    @property
+    def is_mean(self) -> bool:
+        return self.corpus is None
+
+    def statistics(self, scores) -> np.ndarray:
+        """Per-sample sufficient statistics, shape (n, k); NaN-free."""
+        if self.is_mean:
+            values = scores[self.column].to_numpy(dtype="float64")
+            valid = np.isfinite(values)
+            return np.column_stack([np.where(valid, values, 0.0), valid.astype("float64")])
+        return scores[list(self.stats)].to_numpy(dtype="float64")
+
+    def value(self, totals: np.ndarray) -> np.ndarray:
+        """The leaf from column totals of :meth:`statistics`; shape (..., k) -> (...)."""
+        totals = np.asarray(totals, dtype="float64")
+        if self.is_mean:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(totals[..., 1] > 0, totals[..., 0] / totals[..., 1], np.nan)
+        return self.corpus(totals)
+
+
+def mean_leaf(column: str, label: str, higher_is_better: bool = True, name: str | None = None) -> Leaf:
+    return Leaf(name=name or column, label=label, higher_is_better=higher_is_better, column=column)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    name: str
+    description: str
+    env: str
+    columns: tuple[str, ...]
+    leaves: tuple[Leaf, ...]
+    resources: Resources = field(default_factory=Resources)
+    requires: tuple[str, ...] = ()  # metrics whose per-sample scores this one reads
+    model: str | None = None  # default model id (Hugging Face id), if any
+    settings: dict = field(default_factory=dict)  # defaults of the settings that change numbers
+    packages: tuple[str, ...] = ()  # distributions whose versions provenance records
+    version: str = "1"  # bump when our implementation changes numbers
+    status: str = "implemented"  # implemented | needs-weights | planned
+
+
+# --- shared machinery of the lexical metrics ------------------------------------------------------
+
+
+def distinct_texts(references, hypotheses):
+    """(texts, ref_index, hyp_index): each distinct text once, and where every pair's texts are.
+
+    Leaderboards repeat each reference once per model, so a lexical metric
+    tokenises and counts each distinct text once rather than once per pair.
+    """
+    refs, hyps = list(references), list(hypotheses)
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    index: dict = {}
+    codes = np.fromiter((index.setdefault(t, len(index)) for t in refs + hyps), dtype="int64",
+                        count=len(refs) + len(hyps))
+    return list(index), codes[: len(refs)], codes[len(refs):]
+
+
+def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + c)`` for each (s, c); empty ranges allowed."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype="int64")
+    nonzero = counts > 0
+    s, c = starts[nonzero], counts[nonzero]
+    step = np.ones(total, dtype="int64")
+    heads = np.concatenate([[0], np.cumsum(c)[:-1]])
+    step[heads] = s - np.concatenate([[0], s[:-1] + c[:-1] - 1])
+    return np.cumsum(step)
+
+
+def clipped_ngram_matches(docs: list, ref_index, hyp_index, max_n: int, chunk: int = 1 << 22) -> np.ndarray:
+    """Clipped n-gram matches of many (reference, hypothesis) pairs at once.
+
+    ``docs`` is a list of token lists; pair p compares ``docs[ref_index[p]]``
+    (reference) with ``docs[hyp_index[p]]`` (hypothesis). Returns an int64 array
+    (n_pairs, max_n) whose column k-1 is Σ_g min(count_hyp(g), count_ref(g)) over
+    the k-grams g — BLEU's clipped matches and ROUGE-N's overlap, with tokens
+    compared exactly as strings.
+
+    Tokens are numbered once (a hash factorisation), k-grams are numbered order
+    by order from (id of the (k-1)-gram, id of the next token), and the
+    per-document gram counts are joined pair by pair with a sorted search: no
+    per-pair Python work.
+    """
+    import pandas as pd
+
+    ref_index = np.asarray(ref_index, dtype="int64")
+    hyp_index = np.asarray(hyp_index, dtype="int64")
+    n_pairs = len(ref_index)
+    out = np.zeros((n_pairs, max_n), dtype="int64")
+    lengths = np.fromiter((len(d) for d in docs), dtype="int64", count=len(docs))
+    total = int(lengths.sum())
+    if n_pairs == 0 or total == 0:
+        return out
+    flat = np.empty(total, dtype=object)
+    flat[:] = [tok for doc in docs for tok in doc]
+    token_ids = pd.factorize(flat)[0].astype("int64")
+    vocab = int(token_ids.max()) + 1
+    doc_of = np.repeat(np.arange(len(docs), dtype="int64"), lengths)
+    first = np.cumsum(lengths) - lengths
+    pos = np.arange(total, dtype="int64") - first[doc_of]  # position of each token in its document
+
+    gram_start = np.arange(total, dtype="int64")  # k-grams by flat start index
+    gram_ids = token_ids
+    n_docs = len(docs)
+    for k in range(1, max_n + 1):
+        if k > 1:
+            keep = pos[gram_start] + k <= lengths[doc_of[gram_start]]
+            gram_start = gram_start[keep]
+            if gram_start.size == 0:
+                break
+            gram_ids = pd.factorize(gram_ids[keep] * vocab + token_ids[gram_start + k - 1])[0].astype("int64")
+        n_grams = int(gram_ids.max()) + 1
+        # Per-document counts of each k-gram, sorted by (document, gram).
+        keys, counts = np.unique(doc_of[gram_start] * n_grams + gram_ids, return_counts=True)
+        key_doc = keys // n_grams
+        doc_ptr = np.searchsorted(key_doc, np.arange(n_docs + 1, dtype="int64"))
+        per_pair = doc_ptr[hyp_index + 1] - doc_ptr[hyp_index]  # distinct k-grams of each hypothesis
+        # Pairs in chunks, so the expanded (pair, hypothesis gram) table stays bounded.
+        bounds = np.searchsorted(np.cumsum(per_pair), np.arange(chunk, int(per_pair.sum()) + chunk, chunk),
+                                 side="right")
+        lo = 0
+        for hi in list(bounds) + [n_pairs]:
+            if hi <= lo:
+                continue
+            rows = np.arange(lo, hi)
+            entries = _expand(doc_ptr[hyp_index[rows]], per_pair[rows])
+            pair_of = np.repeat(rows, per_pair[rows])
+            wanted = ref_index[pair_of] * n_grams + (keys[entries] - key_doc[entries] * n_grams)
+            at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+            ref_counts = np.where(keys[at] == wanted, counts[at], 0)
+            matched = np.minimum(counts[entries], ref_counts)
+            out[lo:hi, k - 1] = np.bincount(pair_of - lo, weights=matched, minlength=hi - lo).astype("int64")
+            lo = hi
+    return out
