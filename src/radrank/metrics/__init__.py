@@ -15,6 +15,11 @@ MODULES: dict[str, str] = {
     "bleu4": "radrank.metrics.bleu4",
     "rouge": "radrank.metrics.rouge",
     "radcliq": "radrank.metrics.radcliq",
+    "bertscore": "radrank.metrics.bertscore",
+    "semb": "radrank.metrics.semb",
+    "chexbert": "radrank.metrics.chexbert",
+    "radgraph": "radrank.metrics.radgraph",
+    "ratescore": "radrank.metrics.ratescore",
 }
 
 
