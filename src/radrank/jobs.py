@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 
 from radrank import io, metrics, provenance
+from radrank.errors import InputError
 
 log = logging.getLogger("radrank")
 
@@ -39,7 +40,7 @@ def ingest(*, path, split, reference_path, ref_section, empty_hypothesis, max_ch
     log.info("%s/%s/%s: %d pairs from %s (%s); %d listed in the drop file",
              dataset, split, model, len(pairs), path, fmt, len(drops))
     if pairs.empty:
-        raise ValueError(f"{path}: no scorable pair for split {split!r} "
+        raise InputError(path, f"no scorable pair for split {split!r} "
                          f"({len(drops)} listed, e.g. {drops['reason'].value_counts().to_dict()})")
     io.write_csv(drops, out_drops)
     io.write_parquet(pairs, out_pairs, prov)

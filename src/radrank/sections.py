@@ -5,9 +5,11 @@ Rules (documented in the README, tested in tests/test_sections.py):
 * A header is a known section name followed by a colon. It may start a line or
   stand inside a line ("Findings: ... Impression: ..."), as long as it starts
   the text, follows whitespace or sentence punctuation, and is written in upper
-  case or with a capital first letter. A lower-case header counts only at the
-  start of a line, so prose such as "no history: ..." inside a sentence is not
-  split.
+  case or with a capital first letter. Inside a line only the main section
+  names count (findings, impression, conclusion, indication, history, reason
+  for exam, comparison, technique); generic ones (Note, Study, Report, view
+  descriptions) and lower-case headers count only at the start of a line, so
+  prose such as "no history: ..." or "Note: ..." is not split.
 * Header variants follow the MIMIC-CXR conventions: CONCLUSION and FINDINGS AND
   IMPRESSION are the impression; CLINICAL HISTORY, HISTORY, REASON FOR EXAM[INATION]
   and CLINICAL INDICATION are the indication; view descriptions written in upper
@@ -55,6 +57,15 @@ _VIEW_HEADERS = (
 
 _CANONICAL = {alias: section for section, aliases in _ALIASES.items() for alias in aliases}
 _VIEW_SET = frozenset(_VIEW_HEADERS)
+# Headers recognised inside a line ("... clear. Impression: ..."). Generic words
+# such as Note, Study or Report, and view descriptions, only open a section at
+# the start of a line, so ordinary prose is not split.
+_INLINE = frozenset({
+    "FINDINGS", "FINDING", "IMPRESSION", "IMPRESSIONS", "CONCLUSION", "CONCLUSIONS", "FINDINGS AND IMPRESSION",
+    "FINDINGS/IMPRESSION", "FINDINGS AND IMPRESSIONS", "IMPRESSION AND RECOMMENDATION", "INDICATION",
+    "INDICATIONS", "CLINICAL INDICATION", "CLINICAL HISTORY", "HISTORY", "REASON FOR EXAM",
+    "REASON FOR EXAMINATION", "COMPARISON", "COMPARISONS", "TECHNIQUE",
+})
 
 
 def _alternation(names) -> str:
@@ -86,7 +97,7 @@ def _header_allowed(text: str, match: re.Match) -> bool:
         i -= 1
     if i < 0 or text[i] in "\n\r":
         return True
-    if not (prev.isspace() or prev in ".;:"):
+    if key not in _INLINE or not (prev.isspace() or prev in ".;:"):
         return False
     # Inside a line: upper case, or a capital first letter.
     return upper or name[0].isupper()

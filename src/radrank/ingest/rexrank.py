@@ -10,7 +10,8 @@
   empty prediction).
 
 "Missing" follows :func:`radrank.text.is_missing` (null, NaN, "nan", "None",
-"null", blank).
+"null", blank). A text field holding anything but a string or a number (a list,
+an object, true/false) is an error, and so is a key repeated in one JSON object.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ and optionally ``case_id``, joined on study_id. The sample id is the case_id of
 the ground truth when that column exists, else the study_id. Ids present on one
 side only are returned as unmatched records, so the caller can list them in the
 drop file. The reference goes through the section parser (``ref_section``);
-the prediction is taken as written.
+the prediction is taken as written. A file whose header line has more tabs
+than commas is read as tab-separated. Row numbers (in errors and in the drop
+file) are 1-based lines of the file, the header being line 1.
 
 Parquet: columns ``sample_id``, ``reference``, ``hypothesis`` and optionally
 ``context``, ``age``, ``sex``, ``indication``, ``comparison``.
@@ -32,7 +34,16 @@ def _read_csv_rows(path) -> list[dict]:
     # Judge the delimiter by the header line only: report text is full of commas.
     header_line = text.lstrip("\r\n").splitlines()[0] if text.strip() else ""
     delimiter = "\t" if header_line.count("\t") > header_line.count(",") else ","
+    if csv.field_size_limit() < len(text):  # one field may hold a very long report; max_chars applies later
+        csv.field_size_limit(len(text) + 1)
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        return _collect_rows(path, reader)
+    except csv.Error as e:
+        raise InputError(path, f"is not a readable CSV near line {reader.line_num}: {e}") from None
+
+
+def _collect_rows(path, reader: csv.DictReader) -> list[dict]:
     if reader.fieldnames is None:
         raise InputError(path, "CSV has no header row")
     header = [h.strip() for h in reader.fieldnames]

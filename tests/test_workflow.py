@@ -1,0 +1,196 @@
+"""The workflow end to end on the bundled example: lint, dry-run, a real run whose
+leaderboards are checked, byte-identical reruns, and failures that leave no
+complete-looking output."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+COPY = ("Snakefile", "rules", "scripts", "src", "config", "schemas", "envs", "example", "profiles")
+
+pytestmark = pytest.mark.workflow
+
+
+def make_workdir(dest: Path, **config_overrides) -> Path:
+    for name in COPY:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(src, dest / name)
+    config = yaml.safe_load((dest / "config/config.yaml").read_text())
+    config["bootstrap"] = {"n": 200, "seed": 7, "level": 0.95}
+    config.update(config_overrides)
+    (dest / "config/config.yaml").write_text(yaml.safe_dump(config))
+    return dest
+
+
+def snakemake(workdir: Path, *args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *args], cwd=workdir,
+                          capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory):
+    workdir = make_workdir(tmp_path_factory.mktemp("example"))
+    snakemake(workdir)
+    return workdir
+
+
+def test_lint_is_clean():
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Congratulations" in proc.stdout + proc.stderr
+
+
+def test_dry_run_lists_every_stage(tmp_path):
+    proc = snakemake(make_workdir(tmp_path), "-n")
+    out = proc.stdout + proc.stderr
+    # 3 models x (2 JSON splits + 1 CSV split) = 9 ingests, x 3 metrics = 27 scoring jobs.
+    for rule, count in [("ingest", 9), ("score_core", 27), ("bootstrap", 3), ("leaderboard", 3),
+                        ("model_summary", 9), ("report", 1)]:
+        assert any(line.split() == [rule, str(count)] for line in out.splitlines()), (rule, out[-2000:])
+
+
+def test_example_leaderboards(example_run):
+    boards = sorted(p.name for p in (example_run / "results/leaderboard").iterdir())
+    assert boards == ["demo_clinic_findings.csv", "demo_cxr_findings.csv", "demo_cxr_reports.csv"]
+    for name in boards:
+        board = pd.read_csv(example_run / "results/leaderboard" / name)
+        assert list(board["model"]) == ["careful", "hasty", "template"]  # the example's built-in quality order
+        assert list(board["Rank"]) == [1, 2, 3]
+        assert board["BLEU"].is_monotonic_decreasing
+        assert (board["BLEU CI low"] <= board["BLEU"]).all() and (board["BLEU"] <= board["BLEU CI high"]).all()
+        assert board["Ranked by"].str.contains("radcliq_v1 was not computed, so the table is ranked by bleu2").all()
+        for col in ["Rank", "Date", "Model Name", "Institution", "Model URL", "BLEU", "BertScore", "SembScore",
+                    "RadGraph", "1/RadCliQ-v1", "RaTEScore", "GREEN", "BLEU-4", "ROUGE-L"]:
+            assert col in board.columns
+        assert board["BertScore"].isna().all()  # not computed in the default config, left blank
+        assert board.loc[0, "Model Name"] == "Careful-CXR (fictional)"
+        # three decimals, as ReXrank prints
+        assert all(len(str(v).split(".")[-1]) <= 3 for v in board["BLEU"])
+
+
+def test_example_leaderboard_matches_scores(example_run):
+    """Every leaderboard number is the rounded point estimate recomputed from the per-sample files."""
+    from radrank.metrics import bleu4
+
+    board = pd.read_csv(example_run / "results/leaderboard/demo_cxr_findings.csv").set_index("model")
+    for model in board.index:
+        scores = example_run / f"results/scores/demo_cxr/findings/{model}"
+        bleu2 = pd.read_parquet(scores / "bleu2.parquet")["bleu2"].mean()
+        assert board.loc[model, "BLEU"] == round(bleu2, 3)
+        stats = pd.read_parquet(scores / "bleu4.parquet")[list(bleu4.STATS)].sum().to_numpy()
+        assert board.loc[model, "BLEU-4"] == round(float(bleu4.corpus_bleu(stats)), 3)
+
+
+def test_example_drop_files_and_summaries(example_run):
+    drops = pd.read_csv(example_run / "results/pairs/demo_cxr/findings/hasty.drops.csv")
+    assert set(zip(drops["sample_id"], drops["reason"], drops["action"])) == {
+        ("demo-0007", "empty_reference", "dropped"),
+        ("demo-0011", "empty_hypothesis", "scored_as_empty"),
+    }
+    clinic = pd.read_csv(example_run / "results/pairs/demo_clinic/findings/template.drops.csv")
+    assert list(clinic["reason"]) == ["missing_prediction"] and list(clinic["action"]) == ["scored_as_empty"]
+
+    summary_dir = example_run / "results/summary/demo_cxr/findings/hasty"
+    results = pd.read_csv(summary_dir / "results.csv")
+    assert list(results.columns[:4]) == ["label", "fold", "seed", "bootstrap"]
+    assert list(results["bootstrap"]) == list(range(-1, 200))
+    assert (results["label"] == "report").all() and (results["fold"] == -1).all() and (results["seed"] == -1).all()
+    assert {"bleu2", "bleu4", "rouge1", "rouge2", "rougeL"} <= set(results.columns)
+    summary = pd.read_csv(summary_dir / "results_summary.csv").set_index("metric")
+    assert summary.loc["bleu2", "estimate"] == pytest.approx(results.loc[0, "bleu2"])
+    assert summary.loc["bleu2", "std"] == pytest.approx(results["bleu2"].iloc[1:].std(ddof=1))
+    generations = pd.read_csv(summary_dir / "generations.csv", keep_default_na=False)
+    assert list(generations.columns) == ["sample_id", "reference", "hypothesis"]
+    assert len(generations) == 47 and "demo-0007" not in set(generations["sample_id"])
+    assert generations.set_index("sample_id").loc["demo-0011", "hypothesis"] == ""
+
+
+def test_example_report(example_run):
+    md = (example_run / "results/report/report.md").read_text()
+    assert "## demo_cxr — findings" in md and "careful vs hasty" in md
+    html = (example_run / "results/report/report.html").read_text()
+    assert html.startswith("<!doctype html>") and "<table>" in html
+
+
+def test_provenance_in_outputs(example_run):
+    from radrank.io import read_provenance
+
+    prov = read_provenance(example_run / "results/scores/demo_cxr/findings/careful/rouge.parquet")
+    assert prov["metric"] == "rouge" and prov["stage"] == "scores"
+    assert prov["environment"]["packages"]["rouge-score"] == "0.1.2"
+    assert prov["pairs"]["sources"]["sha256"]
+    assert len(prov["config_hash"]) == 16
+    text = json.dumps(prov)
+    assert "Nov" not in text and "2026-" not in text  # nothing time-dependent
+
+
+def test_rerun_is_byte_identical(example_run, tmp_path):
+    again = make_workdir(tmp_path)
+    snakemake(again)
+    first, second = example_run / "results", again / "results"
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert len(files) > 50
+    assert sorted(p.relative_to(second) for p in second.rglob("*") if p.is_file()) == files
+    differing = [str(f) for f in files if not filecmp.cmp(first / f, second / f, shallow=False)]
+    assert differing == []
+
+
+def test_bad_submission_fails_with_clear_error_and_no_complete_output(tmp_path):
+    workdir = make_workdir(tmp_path)
+    bad = workdir / "example/demo_cxr/hasty.json"
+    data = json.loads(bad.read_text())
+    del data["demo-0003"]["model_prediction"]
+    bad.write_text(json.dumps(data))
+    proc = snakemake(workdir, "--keep-going", check=False)
+    assert proc.returncode != 0
+    log = (workdir / "logs/ingest/demo_cxr/findings/hasty.log").read_text()
+    assert "example/demo_cxr/hasty.json" in log and "demo-0003" in log and "model_prediction" in log
+    assert not (workdir / "results/pairs/demo_cxr/findings/hasty.parquet").exists()
+    assert not list((workdir / "results/pairs/demo_cxr/findings").glob(".*.part"))
+    assert not (workdir / "results/leaderboard/demo_cxr_findings.csv").exists()
+    assert not (workdir / "results/report/report.md").exists()
+    # the other dataset is unaffected and complete
+    assert (workdir / "results/leaderboard/demo_clinic_findings.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"metrics": ["bleu2", "meteor"]}, "unknown metric(s) ['meteor']"),
+        ({"metrics": ["bleu2", "radcliq"]}, "metric 'radcliq' is computed from"),
+        ({"splits": ["findings", "impressions"]}, "impressions"),
+        ({"submissions": "config/nowhere.tsv"}, "config/nowhere.tsv does not exist"),
+        ({"bootstrap": {"n": -5}}, "-5"),
+    ],
+)
+def test_bad_config_is_rejected_before_any_job(tmp_path, override, message):
+    workdir = make_workdir(tmp_path, **override)
+    proc = snakemake(workdir, "-n", check=False)
+    assert proc.returncode != 0
+    assert message in proc.stdout + proc.stderr
+    assert not (workdir / "results").exists()
+
+
+def test_missing_submission_path_names_the_sheet_row(tmp_path):
+    workdir = make_workdir(tmp_path)
+    sheet = workdir / "config/submissions.tsv"
+    sheet.write_text(sheet.read_text().replace("example/demo_cxr/hasty.json", "example/demo_cxr/hasty-v2.json"))
+    proc = snakemake(workdir, "-n", check=False)
+    assert proc.returncode != 0
+    assert "config/submissions.tsv, row 2: path example/demo_cxr/hasty-v2.json does not exist" in proc.stdout + proc.stderr
