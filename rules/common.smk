@@ -21,12 +21,14 @@ wildcard_constraints:
     model=NAME_PATTERN,
     split="findings|reports",
     metric="|".join(metrics.names()),
+    shard=r"\d+-of-\d+",
 
 
 # --- paths -------------------------------------------------------------------------------
 PAIRS = "results/pairs/{dataset}/{split}/{model}.parquet"
 DROPS = "results/pairs/{dataset}/{split}/{model}.drops.csv"
 SCORES = "results/scores/{dataset}/{split}/{model}/{metric}.parquet"
+SCORE_SHARD = "results/scores/{dataset}/{split}/{model}/{metric}.shards/{shard}.parquet"
 STATS = "results/stats/{dataset}/{split}"
 SUMMARY = "results/summary/{dataset}/{split}/{model}"
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
@@ -60,6 +62,17 @@ def score_inputs(wildcards):
     for required in metrics.get(wildcards.metric).requires:
         files[required] = SCORES.format(**{**wildcards, "metric": required})
     return files
+
+
+def shard_of(wildcards):
+    """(index, count) of a shard wildcard such as "2-of-8" (0-based index)."""
+    index, count = wildcards.shard.split("-of-")
+    return [int(index), int(count)]
+
+
+def shard_files(wildcards):
+    count = PLAN.shards(wildcards.metric)
+    return [SCORE_SHARD.format(**wildcards, shard=f"{i}-of-{count}") for i in range(count)]
 
 
 def metric_settings(wildcards):

@@ -11,6 +11,7 @@ rule ingest:
         job=ingest_job,
     conda:
         "../envs/core.yaml"
+    envmodules: "radrank/core"
     resources:
         mem_mb=2000,
         runtime=10,

@@ -12,6 +12,7 @@ rule leaderboard:
         ranking=config["leaderboard"],
     conda:
         "../envs/core.yaml"
+    envmodules: "radrank/core"
     resources:
         mem_mb=1000,
         runtime=5,

@@ -12,6 +12,7 @@ rule report:
         config=config,
     conda:
         "../envs/core.yaml"
+    envmodules: "radrank/core"
     resources:
         mem_mb=1000,
         runtime=5,

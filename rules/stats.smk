@@ -16,6 +16,7 @@ rule bootstrap:
         config_hash=CONFIG_HASH,
     conda:
         "../envs/core.yaml"
+    envmodules: "radrank/core"
     resources:
         mem_mb=4000,
         runtime=30,
@@ -39,6 +40,7 @@ rule model_summary:
         "logs/summary/{dataset}/{split}/{model}.log",
     conda:
         "../envs/core.yaml"
+    envmodules: "radrank/core"
     resources:
         mem_mb=2000,
         runtime=10,

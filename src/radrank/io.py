@@ -21,6 +21,10 @@ def atomic_path(path):
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # A job killed mid-write (SIGKILL skips every cleanup) leaves its temporary
+    # file behind; the rerun of that job removes it. Only one job writes a path.
+    for stale in path.parent.glob(f".{path.name}.*.part"):
+        stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
     os.close(fd)
     try:

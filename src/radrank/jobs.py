@@ -46,11 +46,20 @@ def ingest(*, path, split, reference_path, ref_section, empty_hypothesis, max_ch
     io.write_parquet(pairs, out_pairs, prov)
 
 
-def score(*, metric, pairs_path, required: dict, settings: dict, out, config_hash: str):
+def shard_slice(n: int, index: int, count: int) -> slice:
+    """Rows of shard ``index`` of ``count``: contiguous, sizes differ by at most one."""
+    if not 0 <= index < count:
+        raise ValueError(f"shard {index} of {count} does not exist")
+    return slice(index * n // count, (index + 1) * n // count)
+
+
+def score(*, metric, pairs_path, required: dict, settings: dict, out, config_hash: str, shard=None):
     import pandas as pd
 
     spec = metrics.get(metric)
     pairs = io.read_parquet(pairs_path)
+    if shard is not None:
+        pairs = pairs.iloc[shard_slice(len(pairs), *shard)].reset_index(drop=True)
     inputs = {name: pd.read_parquet(p) for name, p in required.items()}
     scores = metrics.score(metric, pairs, settings, inputs)
     if len(scores) != len(pairs) or not scores["sample_id"].equals(pairs["sample_id"]):
@@ -60,10 +69,26 @@ def score(*, metric, pairs_path, required: dict, settings: dict, out, config_has
         "scores", metric=metric, metric_version=spec.version, model=spec.model, settings=merged_settings,
         environment=provenance.environment(spec.packages), pairs=provenance.read_pairs_identity(pairs_path),
         inputs={name: io.read_provenance(p).get("metric_version") for name, p in required.items()},
-        config_hash=config_hash,
+        config_hash=config_hash, shard=None if shard is None else {"index": shard[0], "count": shard[1]},
     )
-    log.info("%s: %d samples scored from %s", metric, len(scores), pairs_path)
+    log.info("%s: %d samples scored from %s%s", metric, len(scores), pairs_path,
+             "" if shard is None else f" (shard {shard[0]} of {shard[1]})")
     io.write_parquet(scores, out, prov)
+
+
+def merge_shards(*, pairs_path, shard_paths, out):
+    """Concatenate shards in order; the result must cover the pairs exactly, in order."""
+    import pandas as pd
+
+    parts = [pd.read_parquet(p) for p in shard_paths]
+    merged = pd.concat(parts, ignore_index=True)
+    pairs = io.read_parquet(pairs_path)
+    if not merged["sample_id"].equals(pairs["sample_id"]):
+        raise RuntimeError(f"shards {shard_paths} do not cover the pairs of {pairs_path} in order")
+    prov = io.read_provenance(shard_paths[0])
+    prov["shard"] = {"count": len(shard_paths), "merged": True}
+    log.info("merged %d shards, %d samples", len(parts), len(merged))
+    io.write_parquet(merged, out, prov)
 
 
 def _merge_scores(score_paths: list) -> "object":

@@ -80,9 +80,10 @@ class Plan:
     def from_config(cls, config: dict, base_dir: str | Path = ".") -> "Plan":
         plan = cls(config=config)
         plan.metric_names = metric_closure(config["metrics"])
-        for name in config.get("metric_settings", {}):
-            if name not in plan.metric_names:
-                raise ConfigError(f"config 'metric_settings' names {name!r}, which is not in 'metrics'")
+        for key in ("metric_settings", "shards"):
+            for name in config.get(key, {}):
+                if name not in plan.metric_names:
+                    raise ConfigError(f"config '{key}' names {name!r}, which is not in 'metrics'")
         sheet = read_sheet(config["submissions"], SHEET_COLUMNS, SHEET_OPTIONAL)
         if sheet.empty:
             raise ConfigError(f"sheet {config['submissions']} lists no submissions")
@@ -128,8 +129,13 @@ class Plan:
     def leaves(self):
         return [leaf for name in self.metric_names for leaf in metrics.get(name).leaves]
 
-    def metrics_for_env(self, env: str) -> list[str]:
-        return [m for m in self.metric_names if metrics.get(m).env == env]
+    def shards(self, metric: str) -> int:
+        return int(self.config.get("shards", {}).get(metric, 1))
+
+    def metrics_for_env(self, env: str, sharded: bool | None = None) -> list[str]:
+        """Metrics of ``env``; ``sharded`` selects those scored in one job (False) or several (True)."""
+        return [m for m in self.metric_names if metrics.get(m).env == env
+                and (sharded is None or (self.shards(m) > 1) == sharded)]
 
     def envs(self) -> list[str]:
         return sorted({metrics.get(m).env for m in self.metric_names})

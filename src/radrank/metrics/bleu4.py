@@ -16,7 +16,7 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import Leaf, MetricSpec, Resources
+from radrank.metrics.base import Leaf, MetricSpec, Resources, clipped_ngram_matches, distinct_texts
 
 N = 4
 TINY = 1e-15
@@ -33,8 +33,8 @@ def corpus_bleu(totals: np.ndarray, order: int = N) -> np.ndarray:
     correct, guess = totals[..., :N], totals[..., N: 2 * N]
     testlen, reflen = totals[..., 2 * N], totals[..., 2 * N + 1]
     bleu = np.ones(totals.shape[:-1])
-    for k in range(order):
-        bleu = bleu * (correct[..., k] + TINY) / (guess[..., k] + SMALL)
+    for k in range(order):  # grouped as BleuScorer's ``bleu *= (c + tiny) / (g + small)``
+        bleu = bleu * ((correct[..., k] + TINY) / (guess[..., k] + SMALL))
     value = bleu ** (1.0 / order)
     ratio = (testlen + TINY) / (reflen + SMALL)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -81,12 +81,26 @@ def sentence_bleu(stats: np.ndarray) -> np.ndarray:
     return corpus_bleu(stats)
 
 
+def statistics_table(references, hypotheses) -> np.ndarray:
+    """Per-sample :data:`STATS` of all pairs, int64 (n, len(STATS)).
+
+    Each distinct text is split once and the clipped matches of all pairs are
+    counted together (:func:`radrank.metrics.base.clipped_ngram_matches`);
+    row by row this equals :func:`statistics`.
+    """
+    texts, ref_index, hyp_index = distinct_texts(references, hypotheses)
+    docs = [t.split() for t in texts]
+    lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
+    testlen, reflen = lengths[hyp_index], lengths[ref_index]
+    correct = clipped_ngram_matches(docs, ref_index, hyp_index, N)
+    guess = np.maximum(0, testlen[:, None] - np.arange(N)[None, :])
+    return np.column_stack([correct, guess, testlen, reflen]).astype("int64").reshape(len(testlen), len(STATS))
+
+
 def score(pairs, settings, inputs):
     import pandas as pd
 
-    cache: dict = {}
-    rows = [statistics(r, h, cache) for r, h in zip(pairs["reference"], pairs["hypothesis"])]
-    stats = np.array(rows, dtype="int64").reshape(len(rows), len(STATS))
+    stats = statistics_table(pairs["reference"].tolist(), pairs["hypothesis"].tolist())
     out = pd.DataFrame(stats, columns=list(STATS))
     out.insert(0, "bleu4_sentence", sentence_bleu(stats))
     out.insert(0, "sample_id", pairs["sample_id"].to_numpy())

@@ -2,16 +2,19 @@
 
 Tokenisation is rouge-score's own ``tokenize`` with nltk's Porter stemmer,
 through a per-word cache (the stemmer is the cost, and report vocabularies are
-small); each distinct text is tokenised once per job. ROUGE-1/2 use rouge-score's
-n-gram scorer. ROUGE-L needs only the LCS length, computed here with a
-bit-parallel algorithm (Allison–Dix / Hyyrö) instead of rouge-score's
-O(n·m) Python table; tests/test_lexical.py checks equality with
+small); each distinct text is tokenised once per job. ROUGE-1/2 overlaps of all
+pairs are counted together (:func:`radrank.metrics.base.clipped_ngram_matches`)
+and turned into F-measures with rouge-score's arithmetic. ROUGE-L needs only
+the LCS length, computed here with a bit-parallel algorithm (Allison–Dix /
+Hyyrö) instead of rouge-score's O(n·m) Python table; tests/test_lexical.py checks equality with
 ``RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)``.
 """
 
 from __future__ import annotations
 
-from radrank.metrics.base import MetricSpec, Resources, mean_leaf
+import numpy as np
+
+from radrank.metrics.base import MetricSpec, Resources, clipped_ngram_matches, distinct_texts, mean_leaf
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -42,20 +45,42 @@ class CachedStemmer:
         return out
 
 
+def _masks(a: list) -> dict:
+    """Per token of ``a``, the bit set of its positions (bit i = position i)."""
+    masks: dict = {}
+    for i, tok in enumerate(a):
+        masks[tok] = masks.get(tok, 0) | (1 << i)
+    return masks
+
+
+def _lcs_bits(masks: dict, n_a: int, b: list) -> int:
+    """LCS length of a sequence ``a`` (given by its :func:`_masks` and length) and ``b``.
+
+    Hyyrö's bit-vector recurrence V' = (V + U) | (V − U), U = V & M[token]:
+    carries and borrows only move upwards, so bits above ``n_a`` never disturb
+    the low ones and are masked off at the end.
+    """
+    row = (1 << n_a) - 1
+    get = masks.get
+    for tok in b:
+        m = get(tok)
+        if m:
+            u = row & m
+            row = (row + u) | (row - u)
+    return n_a - (row & ((1 << n_a) - 1)).bit_count()
+
+
 def lcs_length(a: list, b: list) -> int:
     """Length of the longest common subsequence of two token lists (bit-parallel)."""
     if len(a) < len(b):
         a, b = b, a
-    masks: dict = {}
-    for i, tok in enumerate(a):
-        masks[tok] = masks.get(tok, 0) | (1 << i)
-    row = (1 << len(a)) - 1
-    for tok in b:
-        m = masks.get(tok)
-        if m:
-            u = row & m
-            row = (row + u) | (row - u)
-    return len(a) - (row & ((1 << len(a)) - 1)).bit_count()
+    return _lcs_bits(_masks(a), len(a), b)
+
+
+def _fmeasure(precision: np.ndarray, recall: np.ndarray) -> np.ndarray:
+    """rouge-score's ``scoring.fmeasure``, elementwise, with the same arithmetic."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
 
 
 class RougeScorer:
@@ -91,11 +116,62 @@ class RougeScorer:
         return r1, r2, rl
 
 
+def tokenizer():
+    """rouge-score's tokenizer with Porter stemming (memoised per word): text -> tokens."""
+    from rouge_score import tokenize
+
+    stemmer = CachedStemmer()
+    return lambda text: tokenize.tokenize(text, stemmer)
+
+
+def score_texts(references, hypotheses) -> np.ndarray:
+    """(n, 3) array of ROUGE-1, ROUGE-2 and ROUGE-L F-measures of each (reference, hypothesis) pair.
+
+    Each distinct text is tokenised once; ROUGE-1/2 overlaps of all pairs come
+    from :func:`radrank.metrics.base.clipped_ngram_matches` (the multiset
+    intersection rouge-score sums), and the LCS of each distinct pair of texts
+    is computed once, reusing the bit masks of the longer text.
+    """
+    texts, ref_index, hyp_index = distinct_texts(references, hypotheses)
+    tokenize = tokenizer()
+    docs = [tokenize(t) for t in texts]
+    lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
+    ref_len, hyp_len = lengths[ref_index], lengths[hyp_index]
+    overlap = clipped_ngram_matches(docs, ref_index, hyp_index, 2)
+    out = np.zeros((len(ref_index), 3))
+    for n in (1, 2):
+        # rouge_score._score_ngrams: precision = overlap / max(#hyp n-grams, 1), recall likewise.
+        hyp_count = np.maximum(np.maximum(hyp_len - n + 1, 0), 1)
+        ref_count = np.maximum(np.maximum(ref_len - n + 1, 0), 1)
+        out[:, n - 1] = _fmeasure(overlap[:, n - 1] / hyp_count, overlap[:, n - 1] / ref_count)
+
+    # ROUGE-L: LCS per distinct (reference, hypothesis) pair; 0 when either side has no token.
+    lcs = np.zeros(len(ref_index), dtype="int64")
+    masks: dict[int, dict] = {}
+    done: dict[tuple, int] = {}
+    lens = lengths.tolist()
+    for p, (r, h) in enumerate(zip(ref_index.tolist(), hyp_index.tolist())):
+        if not lens[r] or not lens[h]:
+            continue
+        got = done.get((r, h))
+        if got is None:
+            a, b = (r, h) if lens[r] >= lens[h] else (h, r)
+            m = masks.get(a)
+            if m is None:
+                m = masks[a] = _masks(docs[a])
+            got = done[(r, h)] = _lcs_bits(m, lens[a], docs[b])
+        lcs[p] = got
+    valid = (ref_len > 0) & (hyp_len > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rl = _fmeasure(lcs / hyp_len, lcs / ref_len)
+    out[:, 2] = np.where(valid, rl, 0.0)
+    return out
+
+
 def score(pairs, settings, inputs):
     import pandas as pd
 
-    scorer = RougeScorer()
-    rows = [scorer.score(r, h) for r, h in zip(pairs["reference"], pairs["hypothesis"])]
-    out = pd.DataFrame(rows, columns=list(ROUGE_TYPES), dtype="float64")
+    values = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+    out = pd.DataFrame(values, columns=list(ROUGE_TYPES), dtype="float64")
     out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
     return out

@@ -1,0 +1,248 @@
+"""The exact bootstrap against the naive one: draw the same resamples, rebuild the
+resampled pairs, and recompute each metric with its reference library.
+
+Library per-pair values (fast-bleu BLEU-2, rouge-score F-measures) are memoised by
+(reference, hypothesis): a pair scores the same every time it is drawn, so this
+only saves time; BLEU-4 is recomputed as a BleuScorer corpus on every resample.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from radrank import metrics
+from radrank.metrics import bleu2
+from radrank.stats.bootstrap import bootstrap, resample_counts, resample_indices
+
+fast_bleu = pytest.importorskip("fast_bleu")
+bleu_scorer = pytest.importorskip("pycocoevalcap.bleu.bleu_scorer")
+rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
+
+N_CASES, N_BOOT, SEED = 40, 30, 7
+LEXICAL = ("bleu2", "bleu4", "rouge")
+
+_SENTENCES = [
+    "No acute cardiopulmonary process.", "The lungs are clear.", "Heart size is normal.",
+    "Small bilateral pleural effusions.", "Mild pulmonary edema.", "No pneumothorax.",
+    "Right lower lobe opacity may reflect pneumonia.", "Left basilar atelectasis.",
+    "Endotracheal tube 4 cm above the carina.", "Stable moderate cardiomegaly.",
+]
+
+
+def _leaderboard():
+    """Three models on N_CASES cases; model C misses a quarter of them."""
+    rng = random.Random(3)
+    cases = [f"c{i:02d}" for i in range(N_CASES)]
+    refs = [" ".join(rng.sample(_SENTENCES, rng.randint(1, 4))) for _ in cases]
+
+    def hyp(ref, quality):
+        kept = [s + "." for s in ref.split(". ") if rng.random() < quality]
+        kept += rng.sample(_SENTENCES, rng.randint(0, 2))
+        return " ".join(kept).replace("..", ".")
+
+    out = {}
+    for name, quality in (("A", 0.9), ("B", 0.6), ("C", 0.75)):
+        keep = [i for i in range(N_CASES) if name != "C" or i % 4 != 1]
+        out[name] = pd.DataFrame({
+            "sample_id": [cases[i] for i in keep],
+            "reference": [refs[i] for i in keep],
+            "hypothesis": [hyp(refs[i], quality) for i in keep],
+        })
+    return out
+
+
+PAIRS = _leaderboard()
+
+
+@lru_cache(maxsize=None)
+def _lib_bleu2(reference, hypothesis):
+    return fast_bleu.BLEU([bleu2.tokens(reference)], {"bigram": (1 / 2, 1 / 2)}).get_score(
+        [bleu2.tokens(hypothesis)])["bigram"][0]
+
+
+_ROUGE = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+
+
+@lru_cache(maxsize=None)
+def _lib_rouge(reference, hypothesis):
+    s = _ROUGE.score(reference, hypothesis)
+    return {k: s[k].fmeasure for k in ("rouge1", "rouge2", "rougeL")}
+
+
+def _lib_value(leaf_name, pairs):
+    """The leaf recomputed with the reference library on a list of (reference, hypothesis) pairs."""
+    if not pairs:
+        return np.nan
+    if leaf_name == "bleu2":
+        return float(np.mean([_lib_bleu2(r, h) for r, h in pairs]))
+    if leaf_name == "bleu4":
+        scorer = bleu_scorer.BleuScorer(n=4)
+        for r, h in pairs:
+            scorer += (h, [r])
+        return scorer.compute_score(option="closest")[0][3]
+    return float(np.mean([_lib_rouge(r, h)[leaf_name] for r, h in pairs]))
+
+
+def _scores(pairs_by_model, names=LEXICAL):
+    out = {}
+    for model, pairs in pairs_by_model.items():
+        frame = pairs[["sample_id"]]
+        for name in names:
+            frame = frame.merge(metrics.score(name, pairs), on="sample_id")
+        out[model] = frame
+    return out
+
+
+def _leaves(names=LEXICAL):
+    return [leaf for name in names for leaf in metrics.leaves(name)]
+
+
+@pytest.fixture(scope="module")
+def result():
+    return bootstrap(_scores(PAIRS), _leaves(), n_boot=N_BOOT, seed=SEED)
+
+
+def _replicates(res, model, leaf):
+    reps = res.replicates[(res.replicates.model == model) & (res.replicates.metric == leaf)]
+    return reps.sort_values("bootstrap")["value"].to_numpy()  # index 0 = point estimate (-1)
+
+
+def _naive(model, leaf, restrict_to=None):
+    """Point estimate and replicates recomputed from the resampled pairs, as a naive bootstrap would."""
+    cases = sorted(set().union(*(set(df["sample_id"]) for df in PAIRS.values())))
+    by_case = {s: (r, h) for s, r, h in PAIRS[model][["sample_id", "reference", "hypothesis"]].itertuples(index=False)}
+    allowed = set(by_case) if restrict_to is None else set(by_case) & set(restrict_to)
+    idx = resample_indices(len(cases), N_BOOT, SEED)
+    point = _lib_value(leaf, [by_case[c] for c in cases if c in allowed])
+    reps = [_lib_value(leaf, [by_case[cases[i]] for i in row if cases[i] in allowed]) for row in idx]
+    return point, np.array(reps)
+
+
+def test_cases_and_shapes(result):
+    assert result.cases == sorted(PAIRS["A"]["sample_id"])
+    leaves = [leaf.name for leaf in _leaves()]
+    assert leaves == ["bleu2", "bleu4", "rouge1", "rouge2", "rougeL"]
+    assert len(result.replicates) == 3 * len(leaves) * (N_BOOT + 1)
+    summary = result.summary.set_index(["model", "metric"])
+    assert summary.loc[("A", "bleu2"), "n"] == N_CASES and summary.loc[("C", "bleu2"), "n"] == N_CASES - 10
+
+
+@pytest.mark.parametrize("leaf", ["bleu2", "bleu4", "rouge1", "rouge2", "rougeL"])
+@pytest.mark.parametrize("model", ["A", "B", "C"])
+def test_replicates_equal_library_recompute(result, model, leaf):
+    ours = _replicates(result, model, leaf)
+    point, reps = _naive(model, leaf)
+    assert abs(ours[0] - point) <= 1e-9
+    np.testing.assert_allclose(ours[1:], reps, rtol=0, atol=1e-9)
+    assert np.unique(reps).size > N_BOOT // 2  # the resamples really differ
+
+
+def test_summary_is_computed_from_replicates(result):
+    row = result.summary.set_index(["model", "metric"]).loc[("B", "rougeL")]
+    reps = _replicates(result, "B", "rougeL")[1:]
+    assert row["estimate"] == _replicates(result, "B", "rougeL")[0]
+    assert row["mean"] == pytest.approx(reps.mean(), abs=1e-15)
+    assert row["std"] == pytest.approx(reps.std(ddof=1), abs=1e-15)
+    assert (row["ci_lower"], row["ci_upper"]) == pytest.approx(tuple(np.quantile(reps, [0.025, 0.975])), abs=1e-12)
+
+
+def test_paired_deltas_are_differences_of_replicates(result):
+    comp = result.comparisons.set_index(["model_a", "model_b", "metric"])
+    for leaf in ("bleu2", "bleu4", "rougeL"):
+        row = comp.loc[("A", "B", leaf)]
+        a, b = _replicates(result, "A", leaf), _replicates(result, "B", leaf)
+        deltas = a[1:] - b[1:]
+        assert row["delta"] == pytest.approx(a[0] - b[0], abs=1e-15)
+        assert (row["ci_lower"], row["ci_upper"]) == pytest.approx(tuple(np.quantile(deltas, [0.025, 0.975])),
+                                                                   abs=1e-12)
+        p = min(1.0, 2 * min(np.mean(deltas <= 0), np.mean(deltas >= 0)))
+        assert row["p_value"] == p
+        assert row["n_common"] == N_CASES
+
+
+@pytest.mark.parametrize("leaf", ["bleu2", "bleu4", "rouge1"])
+def test_comparison_with_missing_cases_uses_common_cases(result, leaf):
+    comp = result.comparisons.set_index(["model_a", "model_b", "metric"]).loc[("A", "C", leaf)]
+    common = set(PAIRS["C"]["sample_id"])
+    assert comp["n_common"] == N_CASES - 10
+    point_a, reps_a = _naive("A", leaf, restrict_to=common)
+    point_c, reps_c = _naive("C", leaf, restrict_to=common)
+    deltas = reps_a - reps_c
+    assert abs(comp["delta"] - (point_a - point_c)) <= 1e-9
+    lo, hi = np.quantile(deltas, [0.025, 0.975])
+    assert abs(comp["ci_lower"] - lo) <= 1e-9 and abs(comp["ci_upper"] - hi) <= 1e-9
+    assert comp["p_value"] == min(1.0, 2 * min(np.mean(deltas <= 0), np.mean(deltas >= 0)))
+    # ...which is not the difference of the unrestricted replicates
+    assert abs(comp["delta"] - (_replicates(result, "A", leaf)[0] - _replicates(result, "C", leaf)[0])) > 1e-6
+
+
+def test_seed_determines_output():
+    scores = _scores({m: PAIRS[m] for m in ("A", "B")}, names=("bleu2",))
+    leaves = _leaves(("bleu2",))
+    one = bootstrap(scores, leaves, n_boot=N_BOOT, seed=1)
+    again = bootstrap(scores, leaves, n_boot=N_BOOT, seed=1)
+    other = bootstrap(scores, leaves, n_boot=N_BOOT, seed=2)
+    pd.testing.assert_frame_equal(one.replicates, again.replicates)
+    pd.testing.assert_frame_equal(one.summary, again.summary)
+    pd.testing.assert_frame_equal(one.comparisons, again.comparisons)
+    a1 = one.replicates.query("bootstrap >= 0")["value"].to_numpy()
+    a2 = other.replicates.query("bootstrap >= 0")["value"].to_numpy()
+    assert not np.allclose(a1, a2)
+    # point estimates do not depend on the seed
+    assert one.replicates.query("bootstrap == -1")["value"].tolist() == \
+        other.replicates.query("bootstrap == -1")["value"].tolist()
+
+
+def test_resample_counts_match_indices():
+    idx = resample_indices(13, 600, 4)  # more than one chunk of 256
+    counts = np.concatenate(list(resample_counts(13, 600, 4)))
+    assert idx.shape == (600, 13) and counts.shape == (600, 13)
+    for row, c in zip(idx, counts):
+        assert np.bincount(row, minlength=13).tolist() == c.tolist()
+
+
+def test_nan_values_are_excluded_from_mean_leaves():
+    values = np.array([0.2, np.nan, 0.6, 0.9, np.nan, 0.1, 0.4, 0.8])
+    ids = [f"s{i}" for i in range(len(values))]
+    scores = {"M": pd.DataFrame({"sample_id": ids, "bleu2": values})}
+    res = bootstrap(scores, _leaves(("bleu2",)), n_boot=50, seed=3)
+    reps = _replicates(res, "M", "bleu2")
+    assert reps[0] == pytest.approx(np.nanmean(values), abs=1e-15)
+    idx = resample_indices(len(values), 50, 3)
+    for b, row in enumerate(idx):
+        drawn = values[row]
+        want = np.nanmean(drawn) if np.isfinite(drawn).any() else np.nan
+        np.testing.assert_allclose(reps[b + 1], want, rtol=0, atol=1e-12)
+    assert np.isfinite(reps).all()
+
+
+def test_identical_model_has_p_value_one():
+    scores = _scores({"A": PAIRS["A"]})
+    scores["A copy"] = scores["A"].copy()
+    res = bootstrap(scores, _leaves(), n_boot=N_BOOT, seed=SEED)
+    assert len(res.comparisons) == 5
+    assert res.comparisons["p_value"].tolist() == [1.0] * 5
+    assert res.comparisons["delta"].tolist() == [0.0] * 5
+    assert res.comparisons["ci_lower"].tolist() == [0.0] * 5 and res.comparisons["ci_upper"].tolist() == [0.0] * 5
+
+
+def test_level_changes_interval_width():
+    scores = _scores({"A": PAIRS["A"], "B": PAIRS["B"]}, names=("bleu2", "bleu4"))
+    wide = bootstrap(scores, _leaves(("bleu2", "bleu4")), n_boot=200, seed=SEED, level=0.95)
+    narrow = bootstrap(scores, _leaves(("bleu2", "bleu4")), n_boot=200, seed=SEED, level=0.5)
+    w = wide.summary.set_index(["model", "metric"])
+    n = narrow.summary.set_index(["model", "metric"])
+    assert ((w.ci_upper - w.ci_lower) > (n.ci_upper - n.ci_lower)).all()
+    # same replicates, only the quantiles move
+    assert (w["mean"] == n["mean"]).all() and (n["level"] == 0.5).all()
+    reps = _replicates(narrow, "A", "bleu4")[1:]
+    assert (n.loc[("A", "bleu4"), "ci_lower"], n.loc[("A", "bleu4"), "ci_upper"]) == \
+        pytest.approx(tuple(np.quantile(reps, [0.25, 0.75])), abs=1e-12)
+    wc = wide.comparisons.set_index("metric")
+    nc = narrow.comparisons.set_index("metric")
+    assert ((wc.ci_upper - wc.ci_lower) > (nc.ci_upper - nc.ci_lower)).all()
