@@ -20,6 +20,17 @@ MODULES: dict[str, str] = {
     "chexbert": "radrank.metrics.chexbert",
     "radgraph": "radrank.metrics.radgraph",
     "ratescore": "radrank.metrics.ratescore",
+    "green": "radrank.metrics.green",
+    "crimson": "radrank.metrics.crimson",
+    "mrscore": "radrank.metrics.mrscore",
+    "mrscore_rubric": "radrank.metrics.mrscore_rubric",
+    "radeval_bertscore": "radrank.metrics.radeval_extras",
+    "f1radbert_ct": "radrank.metrics.radeval_extras",
+    "srrbert": "radrank.metrics.radeval_extras",
+    "temporal": "radrank.metrics.radeval_extras",
+    "mammo_green": "radrank.metrics.radeval_api",
+    "radfact_ct": "radrank.metrics.radeval_api",
+    "vqa": "radrank.metrics.vqa",
 }
 
 
@@ -35,8 +46,13 @@ def module(name: str):
 
 
 def get(name: str):
-    """The :class:`~radrank.metrics.base.MetricSpec` of ``name``."""
-    return module(name).SPEC
+    """The :class:`~radrank.metrics.base.MetricSpec` of ``name``.
+
+    A module may define several metrics (``SPECS``: name -> MetricSpec) or one (``SPEC``).
+    """
+    mod = module(name)
+    specs = getattr(mod, "SPECS", None)
+    return specs[name] if specs is not None else mod.SPEC
 
 
 def leaves(name: str):
@@ -50,7 +66,8 @@ def score(name: str, pairs, settings: dict | None = None, inputs: dict | None = 
     unknown = set(merged) - set(spec.settings)
     if unknown:
         raise KeyError(f"metric {name!r} has no setting(s) {sorted(unknown)}; known: {sorted(spec.settings)}")
-    out = module(name).score(pairs, merged, inputs or {})
+    mod = module(name)
+    out = mod.score(name, pairs, merged, inputs or {}) if hasattr(mod, "SPECS") else mod.score(pairs, merged, inputs or {})
     missing = [c for c in ("sample_id", *spec.columns) if c not in out.columns]
     if missing:
         raise RuntimeError(f"metric {name!r} did not return columns {missing}")
