@@ -87,6 +87,7 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
         row["Dropped"] = int((listed["action"] == "dropped").sum()) if listed is not None else 0
         row["Scored as empty"] = int((listed["action"] == "scored_as_empty").sum()) if listed is not None else 0
         row["Ranked by"] = ranked_by
+        row["rank_metric"] = rank_leaf
         row["model"] = m
         rows.append(row)
     table = pd.DataFrame(rows)

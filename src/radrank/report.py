@@ -43,7 +43,7 @@ class Table:
 
 
 def _metric_columns(board) -> list[str]:
-    skip = {"Rank", *META_COLUMNS, "n", "Dropped", "Scored as empty", "Ranked by", "model"}
+    skip = {"Rank", *META_COLUMNS, "n", "Dropped", "Scored as empty", "Ranked by", "rank_metric", "model"}
     return [c for c in board.columns if c not in skip and not c.endswith((" CI low", " CI high"))
             and board[c].notna().any()]
 
@@ -77,7 +77,7 @@ def _sections(leaderboards, comparisons, config):
                       f"{config['bootstrap']['seed']})."]
         tables = [lead]
         comp = pd.read_parquet(comparisons[(dataset, split)])
-        rank_leaf = board["Ranked by"].iloc[0].split("(")[1].split(")")[0]
+        rank_leaf = board["rank_metric"].iloc[0]
         order = list(board["model"])
         rows = []
         for a, b in zip(order, order[1:]):

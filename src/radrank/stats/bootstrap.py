@@ -130,8 +130,8 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     # Pairs whose case sets differ need their own restricted statistics.
     restricted = {}
     for a, b in pairs:
-        common = present[a] & present[b]
-        if not (common.all() or (np.array_equal(common, present[a]) and np.array_equal(common, present[b]))):
+        if not np.array_equal(present[a], present[b]):
+            common = present[a] & present[b]
             for leaf in leaves:
                 for m in (a, b):
                     restricted[(a, b), m, leaf.name] = stats[m, leaf.name] * common[:, None]

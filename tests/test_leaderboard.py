@@ -1,0 +1,70 @@
+"""Leaderboard ranking and columns, from hand-made statistics summaries."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from radrank.leaderboard import build_leaderboard, read_model_metadata
+
+
+def summary(rows):
+    """rows: (model, metric, estimate, higher_is_better)."""
+    return pd.DataFrame([
+        {"model": m, "metric": metric, "label": {"radcliq_v1": "RadCliQ-v1", "bleu2": "BLEU"}.get(metric, metric),
+         "higher_is_better": hib, "estimate": est, "mean": est, "std": 0.01, "ci_lower": est - 0.05,
+         "ci_upper": est + 0.05, "n": 100, "n_bootstrap": 1000, "level": 0.95, "seed": 0}
+        for m, metric, est, hib in rows
+    ])
+
+
+def drops(n_dropped=0, n_empty=0):
+    return pd.DataFrame({"action": ["dropped"] * n_dropped + ["scored_as_empty"] * n_empty})
+
+
+def test_ranks_by_mean_radcliq_v1_ascending_even_below_zero():
+    # ReXrank's 1/mean ordering would put b (1/0.2 = 5) above a (1/−0.5 = −2): wrong.
+    s = summary([("a", "radcliq_v1", -0.5, False), ("b", "radcliq_v1", 0.2, False), ("c", "radcliq_v1", 1.1, False),
+                 ("a", "bleu2", 0.3, True), ("b", "bleu2", 0.4, True), ("c", "bleu2", 0.1, True)])
+    board = build_leaderboard(s, {"a": drops(1, 2)}, None)
+    assert list(board["model"]) == ["a", "b", "c"]
+    assert list(board["Rank"]) == [1, 2, 3]
+    assert list(board["1/RadCliQ-v1"]) == [-2.0, 5.0, round(1 / 1.1, 3)]
+    assert board.loc[0, "Dropped"] == 1 and board.loc[0, "Scored as empty"] == 2
+    assert board.loc[1, "Dropped"] == 0
+    assert board["Ranked by"].iloc[0] == "RadCliQ-v1 (radcliq_v1) mean, lower is better"
+    assert board.loc[0, "RadCliQ-v1 CI low"] == -0.55 and board.loc[0, "RadCliQ-v1 CI high"] == -0.45
+
+
+def test_fallback_ranking_is_stated_and_ties_share_a_rank():
+    s = summary([("a", "bleu2", 0.3, True), ("b", "bleu2", 0.5, True), ("c", "bleu2", 0.3, True)])
+    board = build_leaderboard(s, {}, None, rank_by="radcliq_v1", fallback_rank_by="bleu2")
+    assert list(board["model"]) == ["b", "a", "c"]
+    assert list(board["Rank"]) == [1, 2, 2]
+    assert "radcliq_v1 was not computed, so the table is ranked by bleu2" in board["Ranked by"].iloc[0]
+    assert board["1/RadCliQ-v1"].isna().all() and board["BertScore"].isna().all()
+
+
+def test_unrankable_without_either_metric():
+    with pytest.raises(ValueError, match="cannot rank"):
+        build_leaderboard(summary([("a", "rougeL", 0.3, True)]), {}, None, rank_by="radcliq_v1",
+                          fallback_rank_by="bleu2")
+
+
+def test_rounding_to_configured_decimals_ranks_on_unrounded_values():
+    s = summary([("a", "bleu2", 0.30049, True), ("b", "bleu2", 0.30041, True)])
+    board = build_leaderboard(s, {}, None, rank_by="bleu2", decimals=3)
+    assert list(board["model"]) == ["a", "b"] and list(board["Rank"]) == [1, 2]
+    assert list(board["BLEU"]) == [0.3, 0.3]
+
+
+def test_model_metadata_sheet(tmp_path):
+    sheet = tmp_path / "models.tsv"
+    sheet.write_text("model\tname\tdate\tinstitution\turl\na\tModel A\t2026-01-02\tLab\thttps://example.org/a\n")
+    meta = read_model_metadata(sheet)
+    board = build_leaderboard(summary([("a", "bleu2", 0.3, True), ("z", "bleu2", 0.2, True)]), {}, meta,
+                              rank_by="bleu2")
+    first, second = board.iloc[0], board.iloc[1]
+    assert (first["Model Name"], first["Date"], first["Institution"], first["Model URL"]) == \
+        ("Model A", "2026-01-02", "Lab", "https://example.org/a")
+    assert second["Model Name"] == "z" and second["Institution"] == ""
