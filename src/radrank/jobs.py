@@ -58,15 +58,19 @@ def score(*, metric, pairs_path, required: dict, settings: dict, out, config_has
 
     spec = metrics.get(metric)
     pairs = io.read_parquet(pairs_path)
-    if shard is not None:
-        pairs = pairs.iloc[shard_slice(len(pairs), *shard)].reset_index(drop=True)
     inputs = {name: pd.read_parquet(p) for name, p in required.items()}
+    if shard is not None:
+        # Corpus-level settings (BERTScore's idf over the references) must see every pair.
+        inputs["corpus_pairs"] = pairs
+        pairs = pairs.iloc[shard_slice(len(pairs), *shard)].reset_index(drop=True)
     scores = metrics.score(metric, pairs, settings, inputs)
     if len(scores) != len(pairs) or not scores["sample_id"].equals(pairs["sample_id"]):
         raise RuntimeError(f"metric {metric!r} returned rows that do not match the pairs")
     merged_settings = {**spec.settings, **settings}
+    models_used = scores.attrs.pop("models", None)
     prov = provenance.record(
-        "scores", metric=metric, metric_version=spec.version, model=spec.model, settings=merged_settings,
+        "scores", metric=metric, metric_version=spec.version, model=spec.model, models=models_used,
+        settings=merged_settings,
         environment=provenance.environment(spec.packages), pairs=provenance.read_pairs_identity(pairs_path),
         inputs={name: io.read_provenance(p).get("metric_version") for name, p in required.items()},
         config_hash=config_hash, shard=None if shard is None else {"index": shard[0], "count": shard[1]},
@@ -122,27 +126,39 @@ def bootstrap(*, dataset, split, score_paths: dict, metric_names, n_boot, seed, 
     io.write_parquet(result.replicates, out_replicates, prov)
 
 
+def results_table(replicates, label: str = "report"):
+    """RadHarmony's results layout from one model's bootstrap replicates (model, metric, bootstrap, value):
+    one row per bootstrap (-1 = point estimate) with columns label, fold, seed, bootstrap, then one per leaf."""
+    wide = replicates.pivot(index="bootstrap", columns="metric", values="value").sort_index()
+    order = list(dict.fromkeys(replicates["metric"]))
+    wide = wide[order].reset_index()
+    wide.insert(0, "label", label)
+    wide.insert(1, "fold", -1)
+    wide.insert(2, "seed", -1)
+    return wide[["label", "fold", "seed", "bootstrap", *order]]
+
+
+def write_model_files(*, results, summary, generations, drops, out_results, out_summary, out_generations, out_drops):
+    """Write one model's RadHarmony-style files (the workflow's model_summary and the Python API share this)."""
+    io.write_csv(drops, out_drops)
+    io.write_csv(generations, out_generations)
+    io.write_csv(summary, out_summary)
+    io.write_csv(results, out_results)
+
+
 def model_summary(*, model, replicates_path, summary_path, pairs_path, drops_path,
                   out_results, out_summary, out_generations, out_drops):
     """RadHarmony-style files for one model: results, results_summary, generations, drops."""
     import pandas as pd
 
     reps = pd.read_parquet(replicates_path)
-    reps = reps[reps["model"] == model]
-    wide = reps.pivot(index="bootstrap", columns="metric", values="value").sort_index()
-    order = list(dict.fromkeys(reps["metric"]))
-    wide = wide[order].reset_index()
-    wide.insert(0, "label", "report")
-    wide.insert(1, "fold", -1)
-    wide.insert(2, "seed", -1)
-    results = wide[["label", "fold", "seed", "bootstrap", *order]]
+    results = results_table(reps[reps["model"] == model])
     summary = pd.read_parquet(summary_path)
     summary = summary[summary["model"] == model].drop(columns=["model"])
     pairs = pd.read_parquet(pairs_path)
-    io.write_csv(pd.read_csv(drops_path, dtype=str, keep_default_na=False), out_drops)
-    io.write_csv(pairs[["sample_id", "reference", "hypothesis"]], out_generations)
-    io.write_csv(summary, out_summary)
-    io.write_csv(results, out_results)
+    write_model_files(results=results, summary=summary, generations=pairs[["sample_id", "reference", "hypothesis"]],
+                      drops=pd.read_csv(drops_path, dtype=str, keep_default_na=False), out_results=out_results,
+                      out_summary=out_summary, out_generations=out_generations, out_drops=out_drops)
 
 
 def leaderboard(*, dataset, split, summary_path, drops_paths: dict, models_sheet, rank_by, fallback_rank_by,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from radrank.errors import MissingWeightsError
 
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt", ".gguf", ".npz", ".h5")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".th", ".ckpt", ".gguf", ".npz", ".h5")
 
 
 def hub_offline() -> bool:

@@ -71,4 +71,6 @@ def score(name: str, pairs, settings: dict | None = None, inputs: dict | None = 
     missing = [c for c in ("sample_id", *spec.columns) if c not in out.columns]
     if missing:
         raise RuntimeError(f"metric {name!r} did not return columns {missing}")
-    return out[["sample_id", *spec.columns]]
+    result = out[["sample_id", *spec.columns]]
+    result.attrs = dict(out.attrs)  # model provenance travels in attrs["models"]
+    return result

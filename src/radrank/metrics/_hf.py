@@ -54,7 +54,7 @@ class Resolved:
         from radrank.provenance import file_sha256
 
         target = self.weights[0] if len(self.weights) == 1 else self.directory
-        prov = model_provenance(self.model, target)
+        prov = _model_provenance(self.model, target)
         if len(self.weights) > 1:  # sharded: hash exactly the shards
             import hashlib
 
@@ -64,6 +64,18 @@ class Resolved:
             prov["weights_sha256"] = h.hexdigest()
         prov["files_sha256"] = {f.name: file_sha256(f) for f in sorted(self.files, key=lambda p: p.name)}
         return prov
+
+
+_PROVENANCE: dict = {}
+
+
+def _model_provenance(model: str, target) -> dict:
+    """radrank.models.model_provenance, hashed once per process per file (size and mtime unchanged)."""
+    st = os.stat(target)
+    key = (model, str(target), st.st_size, st.st_mtime_ns)
+    if key not in _PROVENANCE:
+        _PROVENANCE[key] = model_provenance(model, target)
+    return dict(_PROVENANCE[key])
 
 
 def _is_local(model: str) -> bool:

@@ -417,16 +417,21 @@ def score(pairs, settings, inputs):
 
     With ``idf``, the document frequencies come from the references of
     ``inputs["corpus_pairs"]`` when given (the whole, unsharded pairs table),
-    else from ``pairs``.
+    else from ``pairs``. ``attrs["models"]`` carries :func:`provenance` and the device.
     """
     import pandas as pd
 
+    s = {**SPEC.settings, **(settings or {})}
     corpus = (inputs or {}).get("corpus_pairs")
-    idf_refs = corpus["reference"].tolist() if corpus is not None and settings.get("idf") else None
-    prf = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist(), settings, idf_refs)
-    return pd.DataFrame({
+    idf_refs = corpus["reference"].tolist() if corpus is not None and s.get("idf") else None
+    prf = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist(), s, idf_refs)
+    out = pd.DataFrame({
         "sample_id": pairs["sample_id"].to_numpy(),
         "bertscore": prf[:, 2],
         "bertscore_precision": prf[:, 0],
         "bertscore_recall": prf[:, 1],
     })
+    out.attrs["models"] = {**provenance(s), "device": _hf.device_of(s.get("device")),
+                           "idf_sentences": None if not s.get("idf") else
+                           ("corpus_pairs" if idf_refs is not None else "pairs")}
+    return out

@@ -281,4 +281,6 @@ def score(pairs, settings, inputs):
     hyps = [prepare(t) for t in pairs["hypothesis"].tolist()]
     labels = lab.labels(refs + hyps, int(s.get("batch_size") or 64))
     cols = per_sample(labels[:len(refs)], labels[len(refs):])
-    return pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols})
+    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols})
+    out.attrs["models"] = {**provenance_of(s, "chexbert"), "device": lab.device}
+    return out

@@ -33,11 +33,20 @@ unpacked model directory, or a directory holding ``<model_type>.tar.gz`` or
 id or a local directory. Both are resolved before anything heavy is loaded and
 a missing one raises :class:`~radrank.errors.MissingWeightsError` naming its
 config key. The package is then pointed at a staged copy whose config.json
-names the resolved encoder, so it never touches the network.
+names the resolved encoder, so it never touches the network. An archive is
+unpacked for each job into a temporary directory (``TMPDIR``) and removed once
+the model is loaded. The model's identity (weights.th sha256, hub revision) and
+the encoder's tokenizer files' hashes are returned in ``scores.attrs["models"]``.
+
+tests/envs/rexrank/test_radgraph.py checks the set F1s by hand and, on a tiny
+random model of RadGraph's architecture that the package itself loads, that the
+reward columns equal ``F1RadGraph(reward_level="all")`` per sample.
 
 ``batch_size`` is how many texts go to the annotator per call and ``device``
-where it runs (``auto``: the GPU when CUDA is available); neither changes the
-numbers (the package runs one report per forward pass whatever its batch size).
+where it runs (``auto``: the GPU when CUDA is available; ``cpu``, ``cuda``,
+``cuda:N``); neither changes the numbers (the package runs one report per forward
+pass whatever its batch size). The annotator's cost grows with the square of a
+report's length (it scores pairs of candidate spans), so very long texts are slow.
 """
 
 from __future__ import annotations
@@ -69,10 +78,9 @@ SPEC = MetricSpec(
     env="rexrank",
     columns=("radgraph_combined", "radgraph_entity_f1", "radgraph_relation_f1",
              "radgraph_simple", "radgraph_partial", "radgraph_complete"),
+    # The entity and relation F1s are kept per sample (diagnostics); the leaves are the published numbers.
     leaves=(
         mean_leaf("radgraph_combined", "RadGraph"),
-        mean_leaf("radgraph_entity_f1", "RadGraph entity F1"),
-        mean_leaf("radgraph_relation_f1", "RadGraph relation F1"),
         mean_leaf("radgraph_simple", "F1RadGraph simple"),
         mean_leaf("radgraph_partial", "F1RadGraph partial"),
         mean_leaf("radgraph_complete", "F1RadGraph complete"),
@@ -253,13 +261,16 @@ def staged_model(settings: dict):
     """
     model_type = settings["model_type"]
     kind, where = locate_model(settings["model"], model_type)
+    encoder = settings.get("encoder")
+    resolved = resolve_encoder(encoder) if encoder else None  # before unpacking, when it is known
     with tempfile.TemporaryDirectory(prefix="radrank-radgraph-") as tmp:
         tmp = Path(tmp)
         source = _extract(where, tmp / "unpacked") if kind == "archive" else where
         config = json.loads((source / "config.json").read_text())
         names = _encoder_names(config)
-        encoder = settings.get("encoder") or names[0]
-        resolved = resolve_encoder(encoder)
+        if resolved is None:
+            encoder = names[0]
+            resolved = resolve_encoder(encoder)
         encoder_path = resolved.directory
         config["dataset_reader"]["token_indexers"]["bert"]["model_name"] = str(encoder_path)
         config["model"]["embedder"]["token_embedders"]["bert"]["model_name"] = str(encoder_path)
@@ -268,7 +279,10 @@ def staged_model(settings: dict):
         (staged / "config.json").write_text(json.dumps(config))
         shutil.copytree(source / "vocabulary", staged / "vocabulary", ignore=shutil.ignore_patterns(".lock"))
         weights = source / "weights.th"
-        (staged / "weights.th").symlink_to(weights.resolve())
+        try:
+            (staged / "weights.th").symlink_to(weights.resolve())
+        except OSError:  # a file system without symbolic links
+            shutil.copyfile(weights, staged / "weights.th")
         provenance = {
             "model": {"id": str(settings["model"]), "model_type": model_type,
                       "revision": models.revision_of(where),
@@ -280,6 +294,7 @@ def staged_model(settings: dict):
 
 
 def _cuda_index(device: str) -> int:
+    """radgraph.RadGraph's ``cuda`` argument: -1 for the CPU, else the CUDA device index."""
     import torch
 
     device = str(device or "auto").lower()
@@ -287,11 +302,9 @@ def _cuda_index(device: str) -> int:
         return 0 if torch.cuda.is_available() else -1
     if device == "cpu":
         return -1
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"metric 'radgraph': device {device!r} requested but CUDA is not available")
-        return int(device.split(":", 1)[1]) if ":" in device else 0
-    raise ValueError(f"metric 'radgraph': device must be auto, cpu, cuda or cuda:N, not {device!r}")
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"metric 'radgraph': device {device!r} requested but CUDA is not available")
+    return int(device.split(":", 1)[1]) if ":" in device else 0
 
 
 def _check(settings: dict) -> None:
@@ -299,6 +312,12 @@ def _check(settings: dict) -> None:
         raise ValueError(f"metric 'radgraph': model_type must be one of {MODEL_TYPES}, not {settings['model_type']!r}")
     if not isinstance(settings["batch_size"], int) or settings["batch_size"] < 1:
         raise ValueError(f"metric 'radgraph': batch_size must be a positive integer, not {settings['batch_size']!r}")
+    device = str(settings["device"] or "auto").lower()
+    if not (device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
+        raise ValueError(f"metric 'radgraph': device must be auto, cpu, cuda or cuda:N, not {settings['device']!r}")
+    if settings["model_type"] == "echograph":
+        log.warning("radgraph 0.1.18 tokenises echograph reports as radgraph-xl ones (its preprocess_reports "
+                    "tests `model_type == 'radgraph-xl' or 'modern-radgraph-xl'`, which is always true)")
 
 
 def load_annotator(settings: dict):
@@ -316,9 +335,12 @@ def load_annotator(settings: dict):
 
 def annotate(annotator, texts, batch_size: int = 64) -> list[dict]:
     """One annotation per text; empty / whitespace-only texts get no entities without a model call."""
+    from radrank.metrics._hf import Progress
+
     out: list = [EMPTY] * len(texts)
     todo = [i for i, t in enumerate(texts) if str(t).strip()]
     failed = 0
+    progress = Progress("radgraph annotation", len(todo))
     for start in range(0, len(todo), batch_size):
         chunk = todo[start:start + batch_size]
         result = annotator([str(texts[i]) for i in chunk])
@@ -328,7 +350,8 @@ def annotate(annotator, texts, batch_size: int = 64) -> list[dict]:
                 failed += 1
                 ann = EMPTY
             out[i] = ann
-        log.info("radgraph: annotated %d / %d texts", min(start + batch_size, len(todo)), len(todo))
+        progress.update(len(chunk))
+    progress.finish()
     if failed:
         log.warning("radgraph: the annotator failed on %d text(s); they count as having no entities", failed)
     return out

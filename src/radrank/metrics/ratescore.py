@@ -108,6 +108,20 @@ def resolve_models(settings: dict) -> dict:
     return out
 
 
+def _check_tokenizer_backend(directory: Path, key: str) -> None:
+    """transformers 5 reads a SentencePiece-only tokenizer (spm.model, no tokenizer.json) through
+    sentencepiece or protobuf; say so plainly instead of failing deep inside the package."""
+    import importlib.util
+
+    if (directory / "tokenizer.json").is_file() or not (directory / "spm.model").is_file():
+        return
+    if importlib.util.find_spec("sentencepiece") or importlib.util.find_spec("google.protobuf"):
+        return
+    raise RuntimeError(f"metric 'ratescore': {key} {directory} has only a SentencePiece tokenizer (spm.model, no "
+                       f"tokenizer.json); transformers needs the 'sentencepiece' (or 'protobuf') package in the "
+                       f"ratescore environment to read it")
+
+
 def _quiet_sentencizer() -> None:
     """PyRuSH (medspacy's sentencizer) logs every token at DEBUG through loguru; keep it out of job logs."""
     try:
@@ -122,17 +136,19 @@ def load_scorer(settings: dict):
     """(RaTEScore instance, provenance) for the settings; models resolved before anything loads."""
     _check(settings)
     paths = resolve_models(settings)
+    for key, resolved in paths.items():
+        _check_tokenizer_backend(resolved.directory, key)
     device = _device(settings["device"])
+    if device.type == "cuda" and device.index is not None:
+        import torch
+
+        torch.cuda.set_device(device)  # the package's use_gpu=True means the current CUDA device
     _quiet_sentencizer()
     from RaTEScore import RaTEScore
 
     scorer = RaTEScore(bert_model=str(paths["bert_model"].directory), eval_model=str(paths["eval_model"].directory),
                        batch_size=settings["batch_size"], use_gpu=device.type == "cuda",
                        affinity_matrix=os.path.expanduser(settings["affinity_matrix"]))
-    if device.type == "cuda" and device.index is not None:  # use_gpu=True means the current CUDA device
-        scorer.device = device
-        scorer.model.to(device)
-        scorer.eval_model.to(device)
     provenance = {key: resolved.provenance() for key, resolved in paths.items()}
     provenance["affinity_matrix"] = {"name": settings["affinity_matrix"],
                                      "hash": stable_hash(scorer.matrix_path)}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from radrank.metrics import chexbert
+from radrank.metrics import _hf, chexbert
 from radrank.metrics.base import MetricSpec, Resources, mean_leaf
 
 SPEC = MetricSpec(
@@ -64,5 +64,8 @@ def score_texts(references, hypotheses, settings=None) -> np.ndarray:
 def score(pairs, settings, inputs):
     import pandas as pd
 
-    values = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist(), settings)
-    return pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "semb_score": values})
+    s = {**SPEC.settings, **(settings or {})}
+    values = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist(), s)
+    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "semb_score": values})
+    out.attrs["models"] = {**provenance(s), "device": _hf.device_of(s.get("device"))}
+    return out
