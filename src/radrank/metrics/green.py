@@ -1,0 +1,313 @@
+"""GREEN (Ostmeier et al. 2024) on the shared judge engine: StanfordAIMI/GREEN-radllama2-7b.
+
+The judge model was fine-tuned on one exact prompt and chat template, so both
+come from the installed ``radeval`` package (2.2.1, which ships GREEN; the
+``green-score`` package cannot be installed on Python 3.11), as does the
+parser — nothing of them is rewritten here:
+
+* prompt: ``radeval.metrics.green_score.utils.make_prompt(reference, hypothesis)``
+  (each report cut to its first 300 whitespace tokens);
+* chat template: the template ``radeval``'s ``GREEN`` sets on its tokenizer, read
+  from that module's source (``ast``, without running it) — a human turn with
+  the prompt, an empty assistant turn, then the generation prompt;
+* tokenizer options as upstream: ``add_eos_token=True``, left padding, the pad
+  token = EOS. The model repository's own tokenizer is custom code
+  (``CheXagentTokenizer``, a copy of Llama's sentencepiece tokenizer); it runs
+  only when the model id is on the ``trust_remote_code`` allow-list, else
+  transformers' own Llama tokenizer reads the same files (``legacy`` and BOS as
+  the repository's tokenizer_config says, by default as the custom class does:
+  legacy sentencepiece behaviour, BOS added; EOS added as upstream asks);
+* answer: the generated tokens decoded without special tokens, then
+  ``clean_responses``; counts from ``GREEN.parse_error_counts`` and the score
+  from ``GREEN.compute_green`` (a ``GREEN`` built without a model):
+  matched / (matched + Σ clinically significant errors (a)–(f)), and 0 when
+  matched = 0 — upstream's rule exactly; insignificant errors do not count.
+
+Generation (:mod:`radrank.engine`): greedy, fp16 on CUDA (upstream), at most
+``max_total_tokens`` = 2048 tokens of prompt + answer (upstream's
+``max_length``), answers of up to ``max_new_tokens`` first; an answer cut at
+that limit is asked again with the rest of the 2048-token budget. Batched,
+static KV cache and compiled on CUDA, cached per (model, revision, prompt).
+
+One deliberate difference: upstream scores an answer that has none of GREEN's
+sections as 0 (every count defaults to 0). Here an answer parses only when it
+has all three sections ([Clinically Significant Errors], [Clinically
+Insignificant Errors], [Matched Findings]); one that does not is asked again
+once, then gets no score (NaN: left out of the mean) with the reason in
+``green_unparsed_reason``, and the ``green_unparsed`` leaf counts such pairs.
+
+Columns: ``green`` (score), ``green_matched``, ``green_sig_a`` … ``green_sig_f``
+and their sum ``green_significant``, ``green_insig_a`` … ``green_insig_f`` and
+``green_insignificant``, ``green_analysis`` (the cleaned answer),
+``green_unparsed`` (1.0 / 0.0) and ``green_unparsed_reason``.
+
+tests/envs/judge/test_green.py checks the parser on the five stored completions
+of GREEN's (and RadEval's) tests → [0, 1/6, 1/3, 0.5, 0.25], and the whole
+metric on a tiny random GREEN-shaped Llama.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import logging
+import sys
+import types
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
+
+log = logging.getLogger("radrank")
+
+CATEGORIES = ("Clinically Significant Errors", "Clinically Insignificant Errors", "Matched Findings")
+LETTERS = "abcdef"
+COLUMNS = ("green", "green_matched", *(f"green_sig_{c}" for c in LETTERS), "green_significant",
+           *(f"green_insig_{c}" for c in LETTERS), "green_insignificant", "green_analysis", "green_unparsed",
+           "green_unparsed_reason")
+
+
+def _count_leaf(column: str, label: str) -> Leaf:
+    """A leaf that is the number of samples with ``column`` = 1 (bootstrapped like any count)."""
+    return Leaf(name=column, label=label, higher_is_better=False, stats=(column,), corpus=lambda t: t[..., 0])
+
+
+SPEC = MetricSpec(
+    name="green",
+    description="GREEN score per report (StanfordAIMI/GREEN-radllama2-7b; radeval's prompt, template and parser), "
+                "mean over parsed reports",
+    env="judge",
+    columns=COLUMNS,
+    leaves=(mean_leaf("green", "GREEN"), _count_leaf("green_unparsed", "GREEN unparsed")),
+    resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
+    model="StanfordAIMI/GREEN-radllama2-7b",
+    settings={
+        "model": "StanfordAIMI/GREEN-radllama2-7b",  # Hugging Face id or local directory
+        "revision": None,  # hub revision (None: the cached / newest snapshot)
+        "trust_remote_code": [],  # model ids whose own tokenizer code may run (upstream's CheXagentTokenizer)
+        "max_new_tokens": 768,  # first answer's budget; a cut answer is asked again up to max_total_tokens
+        "max_total_tokens": 2048,  # prompt + answer, upstream's max_length
+        "batch_size": 128,  # rows per batch on CUDA (halved on out-of-memory); the CPU also caps tokens
+        "device": "auto",  # auto: cuda:0 when available, else cpu
+        "dtype": "auto",  # auto: fp16 on CUDA (upstream), fp32 on the CPU
+        "static_cache": "auto",  # auto: static KV cache + compiled decoding on CUDA
+        "retry_temperature": 0.7,  # the one retry of an unparsable, uncut answer samples at this temperature
+        "seed": 0,
+        "cache_dir": None,  # response cache (None: $RADRANK_JUDGE_CACHE or ~/.cache/radrank/judge; "off")
+    },
+    packages=("torch", "transformers", "tokenizers", "radeval", "huggingface-hub", "safetensors"),
+    version="1",
+)
+
+
+# --- radeval's GREEN pieces -------------------------------------------------------------------------------
+
+
+class Upstream(types.SimpleNamespace):
+    """make_prompt, clean_responses, parser (radeval GREEN without a model), chat_template, version."""
+
+
+def _import_quietly(name: str):
+    """Import ``name`` (a radeval submodule) without running radeval's package __init__ files.
+
+    ``import radeval`` imports every metric and tries an nltk download; the GREEN
+    module needs none of that. Missing parent packages are stood in for by empty
+    packages (real ``__path__``) while importing, then removed, so a later
+    ``import radeval`` works normally. Importing the GREEN module sets
+    multiprocessing's start method to "spawn" and silences transformers' logger:
+    both are put back.
+    """
+    import logging as std_logging
+    import multiprocessing as mp
+
+    spec = importlib.util.find_spec("radeval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the radeval package (2.2.1) is not installed in this environment (env 'judge')")
+    root = Path(list(spec.submodule_search_locations)[0])
+    parts = name.split(".")
+    stubs = []
+    for i in range(1, len(parts)):
+        pkg = ".".join(parts[:i])
+        if pkg not in sys.modules:
+            mod = types.ModuleType(pkg)
+            mod.__path__ = [str(root.joinpath(*parts[1:i]))]
+            sys.modules[pkg] = mod
+            stubs.append(pkg)
+    start_method = mp.get_start_method(allow_none=True)
+    tf_logger = std_logging.getLogger("transformers")
+    tf_level = tf_logger.level
+    try:
+        return importlib.import_module(name)
+    finally:
+        for pkg in stubs:
+            sys.modules.pop(pkg, None)
+        if mp.get_start_method(allow_none=True) != start_method:
+            mp.set_start_method(start_method, force=True)
+        tf_logger.setLevel(tf_level)
+
+
+def _chat_template_from_source(path: str) -> str:
+    """The literal string assigned to ``chat_template`` in GREEN.__init__ of radeval's module (not executed)."""
+    tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "chat_template"
+                                                for t in node.targets):
+            try:
+                found.append(ast.literal_eval(node.value))
+            except ValueError:
+                continue
+    found = [f for f in found if isinstance(f, str)]
+    if not found or len(set(found)) != 1:
+        raise RuntimeError(f"could not read GREEN's chat template from {path} "
+                           f"({len(set(found))} distinct literal templates found)")
+    return found[0]
+
+
+@lru_cache(maxsize=1)
+def upstream() -> Upstream:
+    from importlib import metadata
+
+    utils = _import_quietly("radeval.metrics.green_score.utils")
+    green = _import_quietly("radeval.metrics.green_score.green")
+    parser = green.GREEN(model_name=None, cpu=True)
+    if tuple(parser.categories) != CATEGORIES:
+        raise RuntimeError(f"radeval's GREEN categories changed: {parser.categories}")
+    return Upstream(make_prompt=utils.make_prompt, clean_responses=utils.clean_responses, parser=parser,
+                    chat_template=_chat_template_from_source(green.__file__), version=metadata.version("radeval"))
+
+
+# --- prompts and parsing ------------------------------------------------------------------------------------
+
+
+def prompt_text(reference: str, hypothesis: str) -> str:
+    """upstream's make_prompt (reference first, each cut to 300 words)."""
+    return upstream().make_prompt(str(reference), str(hypothesis))
+
+
+def chat_messages(prompt: str) -> list[dict]:
+    """upstream's conversation: the prompt as a human turn, then an empty assistant turn."""
+    return [{"from": "human", "value": prompt}, {"from": "gpt", "value": ""}]
+
+
+def parse(text: str) -> dict:
+    """GREEN's counts and score from an answer (raw or already cleaned); ParseError when a section is missing."""
+    from radrank.engine import ParseError
+
+    up = upstream()
+    cleaned = up.clean_responses(text)
+    p = up.parser
+    sig_total, sig = p.parse_error_counts(cleaned, CATEGORIES[0], for_reward=True)
+    insig_total, insig = p.parse_error_counts(cleaned, CATEGORIES[1], for_reward=True)
+    matched, _ = p.parse_error_counts(cleaned, CATEGORIES[2], for_reward=True)
+    missing = [c for c, v in zip(CATEGORIES, (sig_total, insig_total, matched)) if v is None]
+    if missing:
+        raise ParseError("no " + ", ".join(f"[{c}]" for c in missing) + " section")
+    score = p.compute_green(cleaned)
+    if score is None:
+        raise ParseError("GREEN's parser returned no score")
+    return {"score": float(score), "matched": int(matched), "sig": [int(x) for x in sig],
+            "insig": [int(x) for x in insig], "analysis": cleaned}
+
+
+def columns_from(judgements) -> dict:
+    """Per-sample columns from engine Judgements."""
+    n = len(judgements)
+    cols = {c: np.full(n, np.nan) for c in COLUMNS if c not in ("green_analysis", "green_unparsed_reason")}
+    analysis, reasons = [], []
+    up = upstream()
+    for i, j in enumerate(judgements):
+        analysis.append(up.clean_responses(j.text) if j.text else "")
+        if j.parsed:
+            v = j.value
+            cols["green"][i] = v["score"]
+            cols["green_matched"][i] = v["matched"]
+            for c, x in zip(LETTERS, v["sig"]):
+                cols[f"green_sig_{c}"][i] = x
+            for c, x in zip(LETTERS, v["insig"]):
+                cols[f"green_insig_{c}"][i] = x
+            cols["green_significant"][i] = sum(v["sig"])
+            cols["green_insignificant"][i] = sum(v["insig"])
+            cols["green_unparsed"][i] = 0.0
+            reasons.append("")
+        else:
+            cols["green_unparsed"][i] = 1.0
+            reasons.append(j.reason or "unparsed")
+    cols["green_analysis"] = analysis
+    cols["green_unparsed_reason"] = reasons
+    return cols
+
+
+# --- model ----------------------------------------------------------------------------------------------------
+
+
+def load_tokenizer(directory, trust_remote_code: bool):
+    """The tokenizer with upstream's options and chat template (see the module docstring)."""
+    from transformers import AutoTokenizer
+
+    opts = dict(add_eos_token=True, padding_side="left", local_files_only=True)
+    try:
+        tok = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=trust_remote_code, use_fast=True,
+                                            **opts)
+    except (ValueError, OSError, ImportError, AttributeError) as e:
+        if trust_remote_code:
+            raise
+        import transformers
+
+        cls = getattr(transformers, "LlamaTokenizerFast", None) or transformers.LlamaTokenizer
+        log.info("green: the repository's tokenizer needs its own code (%s); not on the trust_remote_code "
+                 "allow-list, so %s reads the same files", str(e).splitlines()[0][:120], cls.__name__)
+        import json
+
+        cfg_path = Path(directory) / "tokenizer_config.json"
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+        # the custom class's defaults: legacy sentencepiece behaviour unless the config says otherwise, BOS added
+        legacy = cfg.get("legacy") if cfg.get("legacy") is not None else True
+        add_bos = cfg.get("add_bos_token") if cfg.get("add_bos_token") is not None else True
+        tok = cls.from_pretrained(str(directory), add_bos_token=add_bos, legacy=legacy, **opts)
+    tok.chat_template = upstream().chat_template
+    tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    # Upstream also sets clean_up_tokenization_spaces=True, which transformers 5 ignores for BPE tokenizers.
+    return tok
+
+
+def render(tokenizer, prompt: str) -> str:
+    return tokenizer.apply_chat_template(chat_messages(prompt), tokenize=False, add_generation_prompt=True)
+
+
+def load_generator(settings):
+    from radrank import engine
+
+    return engine.load_local_generator(str(settings["model"]), metric="green", settings=settings,
+                                       tokenizer_loader=load_tokenizer, cuda_dtype="fp16")
+
+
+def score(pairs, settings, inputs, generator=None):
+    """GREEN per pair. ``generator`` (tests, benchmarks): an engine generator to use instead of loading one."""
+    import pandas as pd
+
+    from radrank import engine
+
+    up = upstream()
+    prov = {"radeval": up.version}
+    if generator is None:
+        loaded = load_generator(settings)
+        generator, prov = loaded.generator, {**prov, **loaded.provenance}
+    prompts = [prompt_text(r, h) for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
+    if getattr(generator, "kind", "local") == "local" and getattr(generator, "tokenizer", None) is not None:
+        requests = [render(generator.tokenizer, p) for p in prompts]
+    else:
+        requests = [[{"role": "user", "content": p}] for p in prompts]
+    judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(settings), what="green")
+    cols = columns_from(judgements)
+    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **{c: cols[c] for c in COLUMNS}})
+    unparsed = int(np.nansum(cols["green_unparsed"]))
+    if unparsed:
+        log.warning("green: %d of %d pairs have no score (answer unparsable after one retry); see "
+                    "green_unparsed_reason", unparsed, len(out))
+    out.attrs["models"] = prov
+    return out

@@ -1,0 +1,328 @@
+"""MRScore (Liu et al. 2024) as a reward model: LLM backbone + LoRA adapter + linear head + sigmoid.
+
+The paper scores a report with a reward model: a causal LM backbone
+(Mistral-7B-Instruct there) with a LoRA adapter, whose final hidden state at the
+last token goes through a linear head to one number, squashed by a sigmoid. It
+was trained on (accepted, rejected) report pairs written for the same reference
+with the margin loss −log σ(r_w − r_l − m). The paper's trained weights are not
+public, so every part is a setting and a user plugs in their own checkpoint:
+
+* ``model`` — the backbone: a Hugging Face id or a local directory
+  (``AutoModelForCausalLM``; ``trust_remote_code`` only for ids on the allow-list);
+* ``adapter`` — a LoRA adapter directory as ``peft``'s ``save_pretrained`` writes it
+  (``adapter_config.json`` + ``adapter_model.safetensors``), or a hub id; None for a
+  backbone that already contains the fine-tuning. With ``merge_adapter`` (default)
+  the LoRA weights are merged into the backbone once, so scoring costs one plain
+  forward pass;
+* ``head`` — the linear head: a ``.safetensors`` / ``.pt`` / ``.bin`` file (or a
+  directory / hub repo holding ``head_file``) with ``weight`` of shape (1, hidden)
+  and ``bias`` of shape (1,); a common prefix (``score.``, ``v_head.``,
+  ``reward_head.``, ``head.``, ``summary.``) is stripped, so TRL's value head and
+  transformers' ``…ForSequenceClassification`` ``score`` layer load as they are;
+* ``prompt_template`` — how a (reference, hypothesis) pair is shown to the model
+  (``{reference}``, ``{hypothesis}``), each report cut to ``max_report_words``
+  words; with ``chat_template`` the text is the user turn of the tokenizer's
+  chat template (when it has one). These must match how the checkpoint was
+  trained.
+
+To plug in a checkpoint trained elsewhere: save the adapter with
+``peft_model.save_pretrained(dir)``, the head with
+``safetensors.torch.save_file({"weight": W, "bias": b}, "reward_head.safetensors")``
+(W: (1, hidden), b: (1,)), and set ``metric_settings.mrscore.{model, adapter, head,
+prompt_template}``. A checkpoint stored as one ``.pth`` state dict (e.g. a LoRA on
+Llama-3-8B-Instruct) must first be split into those two files.
+
+The reward is read at the last token of the (right-padded) input — the usual
+reward-model convention; the per-pair numbers are ``mrscore`` = sigmoid(reward)
+in (0, 1) and ``mrscore_reward`` = the raw head output. Pairs are batched by
+length (OOM halves the batch, see :mod:`radrank.engine`) and each reward is
+cached per (backbone, adapter, head, exact input).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from radrank.errors import MissingWeightsError
+from radrank.metrics.base import MetricSpec, Resources, mean_leaf
+
+log = logging.getLogger("radrank")
+
+DEFAULT_TEMPLATE = (
+    "Assess the quality of a candidate chest X-ray report against the reference report written by a "
+    "radiologist.\n\nReference report:\n{reference}\n\nCandidate report:\n{hypothesis}"
+)
+HEAD_PREFIXES = ("score.", "v_head.", "reward_head.", "head.", "summary.", "value_head.", "linear.")
+HEAD_FILES = ("reward_head.safetensors", "head.safetensors", "reward_head.pt", "reward_head.bin", "head.pt")
+
+SPEC = MetricSpec(
+    name="mrscore",
+    description="MRScore reward model (LLM backbone + LoRA + linear head, sigmoid) per report, mean over reports; "
+                "weights are user-supplied",
+    env="judge",
+    columns=("mrscore", "mrscore_reward"),
+    leaves=(mean_leaf("mrscore", "MRScore"),),
+    resources=Resources(mem_mb=32000, runtime_min=120, threads=4, gpu=1),
+    model=None,
+    settings={
+        "model": None,  # backbone: Hugging Face id or local directory (the paper: Mistral-7B-Instruct)
+        "revision": None,
+        "adapter": None,  # LoRA adapter directory (peft save_pretrained) or hub id; None: no adapter
+        "head": None,  # linear head file, or a directory / hub repo holding head_file
+        "head_file": "reward_head.safetensors",
+        "merge_adapter": True,  # merge LoRA into the backbone once (same numbers up to rounding, faster)
+        "prompt_template": DEFAULT_TEMPLATE,
+        "chat_template": True,  # use the tokenizer's chat template (user turn) when it has one
+        "max_report_words": 300,
+        "max_length": 2048,  # tokens per input (longer inputs are cut at the end)
+        "trust_remote_code": [],  # allow-list of model ids
+        "batch_size": 32,
+        "device": "auto",
+        "dtype": "auto",  # auto: bf16 on CUDA, fp32 on the CPU
+        "cache_dir": None,  # response cache (see radrank.judge_cache); "off" disables
+    },
+    packages=("torch", "transformers", "tokenizers", "peft", "huggingface-hub", "safetensors"),
+    version="1",
+    status="needs-weights",
+)
+
+_NO_WEIGHTS = ("MRScore's trained reward model is not public: set metric_settings.mrscore.model (the backbone), "
+               "adapter (a peft LoRA directory, or null) and head (the linear head file) to your checkpoint — see "
+               "the docstring of radrank/metrics/mrscore.py for the expected files")
+
+
+# --- weights -------------------------------------------------------------------------------------------------
+
+
+def _resolve_head(settings) -> Path:
+    from radrank.models import resolve
+
+    head = settings.get("head")
+    if not head:
+        raise MissingWeightsError(f"metric 'mrscore': no reward head (metric_settings.mrscore.head). {_NO_WEIGHTS}")
+    local = Path(str(head)).expanduser()
+    if local.is_file():
+        return local
+    if local.is_dir():
+        for name in (settings.get("head_file"), *HEAD_FILES):
+            if name and (local / name).is_file():
+                return local / name
+        raise MissingWeightsError(f"metric 'mrscore': {local} (metric_settings.mrscore.head) holds no head file "
+                                  f"({settings.get('head_file')})")
+    return resolve(str(head), metric="mrscore", setting="head", filename=settings.get("head_file"))
+
+
+def _resolve_adapter(settings) -> Path | None:
+    from radrank.models import resolve
+
+    adapter = settings.get("adapter")
+    if not adapter:
+        return None
+    path = resolve(str(adapter), metric="mrscore", setting="adapter")
+    if not (path / "adapter_config.json").is_file():
+        raise MissingWeightsError(f"metric 'mrscore': {path} (metric_settings.mrscore.adapter) has no "
+                                  f"adapter_config.json (expected a directory written by peft's save_pretrained)")
+    return path
+
+
+def resolve_all(settings) -> tuple[Path, Path | None, Path]:
+    """(backbone directory, adapter directory or None, head file); MissingWeightsError before any heavy load."""
+    from radrank import engine
+
+    if not settings.get("model"):
+        raise MissingWeightsError(f"metric 'mrscore': no backbone (metric_settings.mrscore.model). {_NO_WEIGHTS}")
+    head = _resolve_head(settings)
+    adapter = _resolve_adapter(settings)
+    backbone = engine.resolve_model_dir(str(settings["model"]), metric="mrscore", revision=settings.get("revision"))
+    return backbone, adapter, head
+
+
+def load_head(path):
+    """(weight (1, hidden) float32, bias (1,) float32) from a safetensors or torch file."""
+    import torch
+
+    path = Path(path)
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        state = load_file(str(path))
+    else:
+        state = torch.load(str(path), map_location="cpu", weights_only=True)
+        if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+            state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise MissingWeightsError(f"metric 'mrscore': {path} is not a state dict with weight and bias")
+    names = {}
+    for k, v in state.items():
+        short = k
+        for prefix in HEAD_PREFIXES:
+            if short.startswith(prefix):
+                short = short[len(prefix):]
+                break
+        names[short] = v
+    if "weight" not in names:
+        raise MissingWeightsError(f"metric 'mrscore': {path} has no head weight (keys: {sorted(state)[:8]})")
+    w = names["weight"].float().reshape(1, -1)
+    b = names.get("bias")
+    b = torch.zeros(1) if b is None else b.float().reshape(1)
+    return w, b
+
+
+class RewardModel:
+    """Backbone (+ merged LoRA) → last-token hidden state → linear head; batched, OOM-halving."""
+
+    def __init__(self, lm, tokenizer, head_weight, head_bias, *, device, batch_size, max_length, identity: dict,
+                 max_batch_tokens=None):
+        self.lm = lm
+        self.decoder = lm.get_decoder() if hasattr(lm, "get_decoder") else lm
+        self.tokenizer = tokenizer
+        self.device = device
+        self.head_weight = head_weight.to(device)
+        self.head_bias = head_bias.to(device)
+        if self.head_weight.shape[1] != lm.config.get_text_config().hidden_size:
+            raise MissingWeightsError(f"metric 'mrscore': the head expects hidden size {self.head_weight.shape[1]} "
+                                      f"but the backbone has {lm.config.get_text_config().hidden_size}")
+        self.batch_size = int(batch_size)
+        self.max_length = int(max_length)
+        self.max_batch_tokens = max_batch_tokens if max_batch_tokens is not None else (
+            None if str(device).startswith("cuda") else 1 << 15)
+        pad = tokenizer.pad_token_id if tokenizer is not None else None
+        if pad is None:
+            pad = tokenizer.eos_token_id if tokenizer is not None and tokenizer.eos_token_id is not None else 0
+        self.pad_id = int(pad)
+        self.identity = identity
+
+    def rewards_ids(self, ids: list[list[int]]) -> list[float]:
+        from radrank import engine
+
+        return engine.length_batches_oom([len(x) for x in ids], self, lambda rows: self._batch([ids[i] for i in rows]),
+                                         max_batch_tokens=self.max_batch_tokens, what="mrscore")
+
+    def _batch(self, batch: list[list[int]]) -> list[float]:
+        import torch
+
+        width = max(max(len(x) for x in batch), 1)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for r, x in enumerate(batch):  # right padding: positions are the natural ones
+            input_ids[r, :len(x)] = torch.tensor(x, dtype=torch.long)
+            mask[r, :len(x)] = 1
+        last = (mask.sum(1) - 1).clamp(min=0)
+        with torch.inference_mode():
+            hidden = self.decoder(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                                  use_cache=False).last_hidden_state
+            h = hidden[torch.arange(len(batch), device=hidden.device), last.to(hidden.device)].float()
+            r = h @ self.head_weight.T + self.head_bias
+        return r[:, 0].tolist()
+
+
+def load_reward_model(settings) -> tuple[RewardModel, dict]:
+    from transformers import AutoTokenizer
+
+    from radrank import engine
+    from radrank.models import model_provenance, trust_remote_code
+    from radrank.provenance import file_sha256
+
+    backbone, adapter, head = resolve_all(settings)
+    model_id = str(settings["model"])
+    allowed = trust_remote_code(model_id, settings.get("trust_remote_code"))
+    device = engine.device_of(settings.get("device"))
+    dtype = engine.dtype_of(settings.get("dtype"), device, "bf16")
+    tokenizer = AutoTokenizer.from_pretrained(str(backbone), trust_remote_code=allowed, local_files_only=True)
+    lm = engine.load_causal_lm(backbone, device="cpu", dtype=dtype, trust_remote_code=allowed)
+    prov = {"backbone": engine.model_identity(model_id, backbone), "device": device,
+            "dtype": str(dtype).replace("torch.", ""), "trust_remote_code": allowed}
+    if adapter is not None:
+        from peft import PeftModel
+
+        lm = PeftModel.from_pretrained(lm, str(adapter), is_trainable=False)
+        if settings.get("merge_adapter", True):
+            lm = lm.merge_and_unload()
+        prov["adapter"] = {**model_provenance(str(settings["adapter"]), adapter),
+                           "config_sha256": file_sha256(adapter / "adapter_config.json"),
+                           "merged": bool(settings.get("merge_adapter", True))}
+    lm = lm.to(device).eval()
+    w, b = load_head(head)
+    prov["head"] = {"path": str(head), "sha256": file_sha256(head), "shape": list(w.shape)}
+    identity = {"kind": "reward", "backbone": model_id,
+                "revision": prov["backbone"].get("revision") or prov["backbone"].get("weights_sha256"),
+                "adapter": (prov.get("adapter") or {}).get("weights_sha256"), "head": prov["head"]["sha256"],
+                "dtype": prov["dtype"]}
+    if adapter is not None and not settings.get("merge_adapter", True):
+        base = lm.get_base_model()
+        rm = RewardModel(base, tokenizer, w, b, device=device, batch_size=settings["batch_size"],
+                         max_length=settings["max_length"], identity=identity)
+    else:
+        rm = RewardModel(lm, tokenizer, w, b, device=device, batch_size=settings["batch_size"],
+                         max_length=settings["max_length"], identity=identity)
+    log.info("mrscore: backbone %s%s on %s (%s)", model_id, " + LoRA" if adapter is not None else "", device,
+             prov["dtype"])
+    return rm, prov
+
+
+# --- inputs ----------------------------------------------------------------------------------------------------
+
+
+def _cut(text, words: int) -> str:
+    return " ".join(str(text).split()[:int(words)]) if words else str(text)
+
+
+def build_inputs(tokenizer, references, hypotheses, settings) -> list[str]:
+    template = settings.get("prompt_template") or DEFAULT_TEMPLATE
+    n = settings.get("max_report_words")
+    texts = [template.format(reference=_cut(r, n), hypothesis=_cut(h, n)) for r, h in zip(references, hypotheses)]
+    if settings.get("chat_template", True) and getattr(tokenizer, "chat_template", None):
+        texts = [tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
+                                               add_generation_prompt=False) for t in texts]
+    return texts
+
+
+def encode(tokenizer, texts, settings, templated: bool) -> list[list[int]]:
+    enc = tokenizer(list(texts), add_special_tokens=not templated, truncation=True,
+                    max_length=int(settings["max_length"]))
+    return [list(x) for x in enc["input_ids"]]
+
+
+def score(pairs, settings, inputs, reward_model=None):
+    import pandas as pd
+
+    from radrank import engine
+    from radrank.judge_cache import make_key
+
+    prov = {}
+    if reward_model is None:
+        reward_model, prov = load_reward_model(settings)
+    tok = reward_model.tokenizer
+    texts = build_inputs(tok, pairs["reference"].astype(str).tolist(), pairs["hypothesis"].astype(str).tolist(),
+                         settings)
+    templated = bool(settings.get("chat_template", True) and getattr(tok, "chat_template", None))
+    cache = engine.cache_for(settings)
+    distinct: dict = {}
+    index = [distinct.setdefault(t, len(distinct)) for t in texts]
+    unique = list(distinct)
+    params = {"max_length": int(settings["max_length"]), "templated": templated}
+    keys = [make_key(reward_model.identity, t, params) for t in unique]
+    rewards: list = [None] * len(unique)
+    todo = []
+    for i, k in enumerate(keys):
+        e = cache.get(k)
+        if e is not None and e.get("reward") is not None:
+            rewards[i] = float(e["reward"])
+        else:
+            todo.append(i)
+    if todo:
+        ids = encode(tok, [unique[i] for i in todo], settings, templated)
+        values = reward_model.rewards_ids(ids)
+        for i, v in zip(todo, values):
+            rewards[i] = float(v)
+            cache.put(keys[i], {"text": "", "reward": float(v)})
+    log.info("mrscore: %d pairs (%d distinct inputs), %d rewards from the cache", len(texts), len(unique),
+             len(unique) - len(todo))
+    r = np.array([rewards[i] for i in index], dtype="float64")
+    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "mrscore": 1.0 / (1.0 + np.exp(-r)),
+                        "mrscore_reward": r})
+    out.attrs["models"] = prov
+    return out

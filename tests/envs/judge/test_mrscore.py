@@ -1,0 +1,336 @@
+"""MRScore: the reward-model path (tiny Llama + peft LoRA + linear head) and the rubric judge (parser,
+formula, local engine, OpenAI-compatible endpoint with the key from the environment)."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+# --- rubric: formula and parser ------------------------------------------------------------------------------
+
+
+def test_rubric_weights_and_formula():
+    from radrank.metrics import mrscore_rubric as mr
+
+    assert [w for _, w, *_ in mr.CRITERIA] == [30, 20, 20, 10, 10, 5, 5]
+    assert mr.rubric_score({k: 0 for k in mr.KEYS}) == 100.0
+    assert mr.rubric_score({k: 1 for k in mr.KEYS}) == 0.0
+    flags = {k: 0 for k in mr.KEYS} | {"impression_consistency": 1, "grammar": 1}
+    assert mr.rubric_score(flags) == 65.0
+    flags = {k: 0 for k in mr.KEYS} | {"lesion_description": 1, "completeness": 1, "terminology": 1}
+    assert mr.rubric_score(flags) == 65.0
+
+
+def _answer(flags: dict, fence=False, extra="") -> str:
+    body = json.dumps({**flags, "explanation": "brief"})
+    return f"{extra}```json\n{body}\n```" if fence else extra + body
+
+
+def test_rubric_parser_accepts():
+    from radrank.metrics import mrscore_rubric as mr
+
+    zero = {k: 0 for k in mr.KEYS}
+    assert mr.parse(_answer(zero))["score"] == 100.0
+    v = mr.parse(_answer(zero | {"impression_organ": 1}, fence=True, extra="Here is my grading:\n"))
+    assert v["score"] == 80.0 and v["flags"]["impression_organ"] == 1
+    loose = {k: "no" for k in mr.KEYS} | {"grammar": True, "terminology": "1", "completeness": 1.0}
+    assert mr.parse(json.dumps(loose))["score"] == 100 - 5 - 5 - 10
+    # the last complete object wins over an earlier partial one
+    text = '{"impression_consistency": 1} then ' + _answer(zero | {"clinical_history": 1})
+    assert mr.parse(text)["score"] == 90.0
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("I think the report is good.", "no JSON object"),
+    ('{"impression_consistency": 0}', "missing keys"),
+    (json.dumps({k: 2 for k in ("impression_consistency", "impression_organ", "lesion_description",
+                                "clinical_history", "completeness", "grammar", "terminology")}), "not 0/1"),
+    ('{"impression_consistency": 0, "impression_organ": ', "no JSON object"),
+])
+def test_rubric_parser_rejects(text, reason):
+    from radrank.engine import ParseError
+    from radrank.metrics import mrscore_rubric as mr
+
+    with pytest.raises(ParseError, match=reason):
+        mr.parse(text)
+
+
+def test_rubric_prompt():
+    from radrank.metrics import mrscore_rubric as mr
+
+    p = mr.build_prompt("Reference text here.", "Candidate " * 400, 300)
+    assert "Reference text here." in p and p.count("Candidate") == 300
+    assert all(k in p for k in mr.KEYS) and "weight 30" in p
+
+
+def test_rubric_with_scripted_judge(pairs, scripted, tmp_path):
+    """Per-criterion columns, the retry, and NaN with a reason when the retry does not parse either."""
+    from radrank.metrics import mrscore_rubric as mr
+
+    zero = {k: 0 for k in mr.KEYS}
+
+    def answer(req, params):
+        content = req[0]["content"]
+        if "Left effusion." in content:
+            return _answer(zero | {"completeness": 1})
+        if "Normal heart size." in content:  # garbage first, fine on the retry
+            return "hmm" if params["attempt"] == 0 else _answer(zero | {"grammar": 1})
+        if "Cardiomegaly." in content:
+            return "never a verdict"
+        return _answer(zero)
+
+    out = mr.score(pairs, {**mr.SPEC.settings, "cache_dir": str(tmp_path)}, {}, generator=scripted(answer))
+    assert list(out.columns) == ["sample_id", *mr.SPEC.columns]
+    got = out.set_index("sample_id")
+    assert got.loc["s0", "mrscore_rubric"] == 100.0 and got.loc["s1", "mrscore_rubric"] == 90.0
+    assert got.loc["s1", "mrscore_rubric_completeness"] == 1.0 and got.loc["s1", "mrscore_rubric_grammar"] == 0.0
+    assert got.loc["s2", "mrscore_rubric"] == 95.0 and got.loc["s2", "mrscore_rubric_unparsed"] == 0.0
+    assert math.isnan(got.loc["s4", "mrscore_rubric"]) and got.loc["s4", "mrscore_rubric_unparsed"] == 1.0
+    assert "no JSON object" in got.loc["s4", "mrscore_rubric_unparsed_reason"]
+    assert got.loc["s4", "mrscore_rubric_analysis"] == "never a verdict"
+    from radrank import metrics
+
+    leaves = {leaf.name: leaf for leaf in metrics.leaves("mrscore_rubric")}
+    assert leaves["mrscore_rubric_unparsed"].value(leaves["mrscore_rubric_unparsed"].statistics(out).sum(0)) == 1
+
+
+def test_rubric_on_tiny_gemma(gemma_dir, pairs, tmp_path):
+    """The local backend through the registry: Gemma chat template, greedy engine, random answers → NaN."""
+    from radrank import metrics
+
+    settings = {"backend": "local", "model": str(gemma_dir), "max_new_tokens": 5, "batch_size": 4,
+                "cache_dir": str(tmp_path)}
+    out = metrics.score("mrscore_rubric", pairs, settings)
+    assert out["mrscore_rubric"].isna().all() and (out["mrscore_rubric_unparsed"] == 1).all()
+    assert out["mrscore_rubric_unparsed_reason"].str.startswith("first answer:").all()
+
+
+# --- rubric: OpenAI-compatible endpoint ----------------------------------------------------------------------
+
+SECRET = "sk-test-radrank-0123456789abcdefSECRET"
+
+
+class _FakeAPI(BaseHTTPRequestHandler):
+    calls: list = []
+    fail_first: set = set()
+
+    def log_message(self, *a):  # keep the test output clean
+        pass
+
+    def do_POST(self):
+        from radrank.metrics import mrscore_rubric as mr
+
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        auth = self.headers.get("Authorization")
+        content = body["messages"][-1]["content"]
+        type(self).calls.append({"auth": auth, "temperature": body["temperature"], "model": body["model"]})
+        if auth != f"Bearer {SECRET}":
+            return self._send(401, {"error": {"message": f"Incorrect API key provided: {auth}"}})
+        if "Left effusion." in content and content not in type(self).fail_first:
+            type(self).fail_first.add(content)
+            return self._send(503, {"error": {"message": f"overloaded; your key was {auth}"}})
+        if "Cardiomegaly." in content:
+            text = "I refuse to answer in JSON."
+        else:
+            flags = {k: 0 for k in mr.KEYS} | ({"grammar": 1} if "No acute process." in content else {})
+            text = json.dumps(flags)
+        return self._send(200, {"id": "x", "object": "chat.completion", "model": body["model"],
+                                "choices": [{"index": 0, "finish_reason": "stop",
+                                             "message": {"role": "assistant", "content": text}}],
+                                "usage": {"completion_tokens": 12}})
+
+    def _send(self, code, obj):
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def fake_api():
+    _FakeAPI.calls, _FakeAPI.fail_first = [], set()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeAPI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monkeypatch):
+    """A whole scoring job (jobs.score: parquet + provenance + log) against a fake endpoint."""
+    from radrank import io, jobs
+
+    monkeypatch.setenv("RADRANK_TEST_JUDGE_KEY", SECRET)
+    pairs_path = tmp_path / "pairs.parquet"
+    io.write_parquet(pairs, pairs_path, {"dataset": "d", "split": "findings", "model": "m", "n_pairs": len(pairs)})
+    settings = {"backend": "openai", "model": "judge-model", "api_base": fake_api,
+                "api_key_env": "RADRANK_TEST_JUDGE_KEY", "api_max_retries": 2, "cache_dir": str(tmp_path / "cache")}
+    log_path = tmp_path / "job.log"
+    import logging
+
+    saved = logging.getLogger().handlers[:]
+    jobs.setup_logging(log_path)
+    added = [h for h in logging.getLogger().handlers if h not in saved]  # removed at the end
+    import radrank.engine as engine
+
+    monkeypatch.setattr(engine.OpenAIGenerator, "__init__",
+                        _fast_backoff(engine.OpenAIGenerator.__init__))
+    out = tmp_path / "scores.parquet"
+    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out,
+               config_hash="h")
+    scores = io.read_parquet(out).set_index("sample_id")
+    assert scores.loc["s0", "mrscore_rubric"] == 95.0  # grammar flagged by the fake judge
+    assert scores.loc["s1", "mrscore_rubric"] == 100.0  # after one HTTP 503 (retried)
+    assert math.isnan(scores.loc["s4", "mrscore_rubric"])
+    assert scores.loc["s4", "mrscore_rubric_unparsed"] == 1.0
+    assert all(c["auth"] == f"Bearer {SECRET}" for c in _FakeAPI.calls)
+    assert {c["temperature"] for c in _FakeAPI.calls} == {0.0, 0.7}  # greedy, then the sampled retry
+    prov = io.read_provenance(out)
+    assert prov["settings"]["api_key_env"] == "RADRANK_TEST_JUDGE_KEY"
+    for f in [out, log_path, *tmp_path.joinpath("cache").rglob("*")]:
+        if f.is_file():
+            assert SECRET.encode() not in f.read_bytes(), f
+    assert SECRET not in json.dumps(prov)
+    n_requests = len(_FakeAPI.calls)
+    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out,
+               config_hash="h")
+    assert len(_FakeAPI.calls) == n_requests  # the rerun is answered from the cache
+    for h in added:
+        h.flush()
+        logging.getLogger().removeHandler(h)
+        h.close()
+    text = log_path.read_text()
+    assert "mrscore_rubric: 6 requests" in text and SECRET not in text
+
+
+def _fast_backoff(init):
+    def wrapped(self, *a, **k):
+        init(self, *a, **k)
+        self.backoff = 0.01
+
+    return wrapped
+
+
+def test_endpoint_errors_mask_the_key(fake_api, pairs, monkeypatch, tmp_path):
+    """A wrong key: the endpoint echoes what it got; the reason column must not carry the key."""
+    from radrank.metrics import mrscore_rubric as mr
+
+    monkeypatch.setenv("RADRANK_TEST_WRONG_KEY", "sk-wrong-key-ABCDEFGH12345678")
+    settings = {**mr.SPEC.settings, "model": "judge-model", "api_base": fake_api,
+                "api_key_env": "RADRANK_TEST_WRONG_KEY", "cache_dir": str(tmp_path), "api_max_retries": 0}
+    out = mr.score(pairs.iloc[:2], settings, {})
+    assert out["mrscore_rubric"].isna().all()
+    assert out["mrscore_rubric_unparsed_reason"].str.contains("HTTP 401").all()
+    assert not out.astype(str).apply(lambda c: c.str.contains("sk-wrong-key")).any().any()
+    assert not list(tmp_path.rglob("*.json"))  # failures are not cached
+
+
+def test_missing_key_fails_fast(pairs, monkeypatch):
+    from radrank import metrics
+    from radrank.errors import ConfigError
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_API_KEY"):
+        metrics.score("mrscore_rubric", pairs, {})
+
+
+# --- reward model ----------------------------------------------------------------------------------------------
+
+
+def _manual_rewards(llama_dir, lora_dir, head_file, texts):
+    """The reward by hand: unmerged peft model, one text at a time, last token → head."""
+    import torch
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(llama_dir))
+    base = AutoModelForCausalLM.from_pretrained(str(llama_dir), dtype=torch.float32)
+    model = PeftModel.from_pretrained(base, str(lora_dir)).eval()
+    head = load_file(str(head_file))
+    out = []
+    with torch.no_grad():
+        for t in texts:
+            ids = tok(t, return_tensors="pt")
+            h = model(**ids, output_hidden_states=True).hidden_states[-1][0, -1]
+            out.append(float(h @ head["weight"][0] + head["bias"][0]))
+    return out
+
+
+@pytest.fixture
+def reward_settings(llama_dir, lora_dir, head_file, tmp_path):
+    from radrank.metrics import mrscore
+
+    return {**mrscore.SPEC.settings, "model": str(llama_dir), "adapter": str(lora_dir), "head": str(head_file),
+            "device": "cpu", "batch_size": 4, "cache_dir": str(tmp_path / "cache")}
+
+
+def test_reward_model_matches_manual(reward_settings, pairs, llama_dir, lora_dir, head_file):
+    from radrank.metrics import mrscore
+
+    out = mrscore.score(pairs, reward_settings, {})
+    assert list(out.columns) == ["sample_id", *mrscore.SPEC.columns]
+    texts = [mrscore.DEFAULT_TEMPLATE.format(reference=r, hypothesis=h) for r, h in
+             zip(pairs.reference, pairs.hypothesis)]
+    manual = _manual_rewards(llama_dir, lora_dir, head_file, texts)
+    assert out["mrscore_reward"].to_numpy() == pytest.approx(manual, abs=1e-4)
+    assert out["mrscore"].to_numpy() == pytest.approx(1 / (1 + np.exp(-np.array(manual))), abs=1e-5)
+    assert out["mrscore"].between(0, 1).all() and out["mrscore"].nunique() > 2
+    assert out.attrs["models"]["adapter"]["merged"] is True
+
+
+def test_reward_unmerged_batch_one_and_cache(reward_settings, pairs, monkeypatch):
+    from radrank.metrics import mrscore
+
+    merged = mrscore.score(pairs, {**reward_settings, "cache_dir": "off"}, {})
+    unmerged = mrscore.score(pairs, {**reward_settings, "merge_adapter": False, "batch_size": 1,
+                                     "cache_dir": "off"}, {})
+    assert unmerged["mrscore_reward"].to_numpy() == pytest.approx(merged["mrscore_reward"].to_numpy(), abs=1e-4)
+    first = mrscore.score(pairs, reward_settings, {})
+    calls = []
+    real = mrscore.RewardModel.rewards_ids
+    monkeypatch.setattr(mrscore.RewardModel, "rewards_ids", lambda self, ids: calls.append(ids) or real(self, ids))
+    again = mrscore.score(pairs, reward_settings, {})
+    assert calls == [] and again.equals(first)
+
+
+def test_reward_without_adapter_and_head_formats(llama_dir, tmp_path, pairs):
+    import torch
+
+    from radrank.metrics import mrscore
+
+    torch.save({"score.weight": torch.ones(1, 32) * 0.01, "score.bias": torch.tensor([0.5])}, tmp_path / "h.pt")
+    w, b = mrscore.load_head(tmp_path / "h.pt")
+    assert w.shape == (1, 32) and float(b[0]) == 0.5
+    settings = {**mrscore.SPEC.settings, "model": str(llama_dir), "head": str(tmp_path / "h.pt"), "device": "cpu",
+                "cache_dir": "off"}
+    out = mrscore.score(pairs, settings, {})
+    assert np.isfinite(out["mrscore_reward"]).all()
+
+
+def test_reward_missing_weights_fail_fast(pairs, llama_dir, head_file, tmp_path):
+    from radrank import metrics
+    from radrank.errors import MissingWeightsError
+
+    start = time.perf_counter()
+    with pytest.raises(MissingWeightsError, match="not public"):
+        metrics.score("mrscore", pairs, {})
+    with pytest.raises(MissingWeightsError, match="metric_settings.mrscore.model"):
+        metrics.score("mrscore", pairs, {"model": "someone/mrscore-backbone", "head": str(head_file)})
+    with pytest.raises(MissingWeightsError, match="head"):
+        metrics.score("mrscore", pairs, {"model": str(llama_dir), "head": str(tmp_path / "none.safetensors")})
+    (tmp_path / "adapter").mkdir()
+    with pytest.raises(MissingWeightsError, match="adapter_config.json"):
+        metrics.score("mrscore", pairs, {"model": str(llama_dir), "head": str(head_file),
+                                         "adapter": str(tmp_path / "adapter")})
+    assert time.perf_counter() - start < 10
