@@ -10,6 +10,7 @@ configfile: "config/config.yaml"
 
 
 include: "rules/common.smk"
+include: "rules/generate.smk"
 include: "rules/ingest.smk"
 include: "rules/score.smk"
 include: "rules/stats.smk"

@@ -8,7 +8,7 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from radrank import metrics, provenance
-from radrank.workflow import NAME_PATTERN, Plan
+from radrank.workflow import GENERATED, NAME_PATTERN, Plan
 
 
 validate(config, "../schemas/config.schema.yaml")
@@ -19,7 +19,7 @@ CONFIG_HASH = provenance.stable_hash(config)
 wildcard_constraints:
     dataset=NAME_PATTERN,
     model=NAME_PATTERN,
-    split="findings|reports",
+    split="findings|reports|vqa",
     metric="|".join(metrics.names()),
     shard=r"\d+-of-\d+",
 
@@ -32,11 +32,15 @@ SCORE_SHARD = "results/scores/{dataset}/{split}/{model}/{metric}.shards/{shard}.
 STATS = "results/stats/{dataset}/{split}"
 SUMMARY = "results/summary/{dataset}/{split}/{model}"
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
+GENERATED_SHARD = f"{GENERATED}.shards/{{shard}}"  # + ".parquet" / ".drops.csv"
 
 
 # --- input functions ---------------------------------------------------------------------
 def submission_files(wildcards):
     sub = PLAN.submission(wildcards.dataset, wildcards.model)
+    if sub.generation is not None:
+        generated = GENERATED.format(**wildcards)
+        return {"submission": f"{generated}.parquet", "generated_drops": f"{generated}.drops.csv"}
     files = {"submission": sub.path}
     if sub.reference_path:
         files["reference"] = sub.reference_path
@@ -45,13 +49,16 @@ def submission_files(wildcards):
 
 def ingest_job(wildcards):
     sub = PLAN.submission(wildcards.dataset, wildcards.model)
+    generated = sub.generation is not None
     return {
         "dataset": wildcards.dataset,
         "model": wildcards.model,
         "split": wildcards.split,
-        "path": sub.path,
+        "path": submission_files(wildcards)["submission"],
         "reference_path": sub.reference_path,
-        "ref_section": config["ref_section"].get(wildcards.split, "full"),
+        "generated_drops": submission_files(wildcards)["generated_drops"] if generated else None,
+        # generated references were cut to their section by the generation job
+        "ref_section": None if generated else config["ref_section"].get(wildcards.split, "full"),
         "empty_hypothesis": config["empty_hypothesis"],
         "max_chars": config["max_report_chars"],
     }
@@ -99,7 +106,7 @@ def score_paths_by_model(wildcards):
     return {
         model: [
             SCORES.format(dataset=wildcards.dataset, split=wildcards.split, model=model, metric=metric)
-            for metric in PLAN.metric_names
+            for metric in PLAN.metrics_for_split(wildcards.split)
         ]
         for model in PLAN.models_for(wildcards.dataset, wildcards.split)
     }
@@ -107,6 +114,17 @@ def score_paths_by_model(wildcards):
 
 def stats_inputs(wildcards):
     return [p for paths in score_paths_by_model(wildcards).values() for p in paths]
+
+
+def split_metrics(wildcards):
+    return PLAN.metrics_for_split(wildcards.split)
+
+
+def ranking(wildcards):
+    board = dict(config["leaderboard"])
+    if wildcards.split == "vqa":
+        board["rank_by"] = board["fallback_rank_by"] = board["vqa_rank_by"]
+    return board
 
 
 def drops_by_model(wildcards):
@@ -139,3 +157,43 @@ def all_targets():
     targets += [f"{SUMMARY}/results_summary.csv".format(dataset=d, split=s, model=m) for d, s, m in PLAN.entries()]
     targets += ["results/report/report.md", "results/report/report.html"]
     return targets
+
+
+# --- generation (config `generation`) ------------------------------------------------------
+def generation_of(wildcards):
+    return PLAN.submission(wildcards.dataset, wildcards.model).generation
+
+
+def generation_job(wildcards):
+    gen = generation_of(wildcards)
+    vqa = wildcards.split == "vqa"
+    return {
+        "model": gen.model,
+        "adapter": gen.adapter,
+        "root": gen.root,
+        "adapter_options": gen.adapter_options,
+        "generator": gen.generator,
+        "settings": gen.settings,
+        "trust_remote_code": config["trust_remote_code"],
+        "task": "vqa" if vqa else "report",
+        "ref_section": "findings" if vqa else config["ref_section"].get(wildcards.split, "findings"),
+        "use_indication": gen.use_indication,
+        "image_format": gen.image_format,
+        "max_images": gen.max_images,
+        "batch_size": gen.batch_size,
+        "max_samples": gen.max_samples,
+        "empty_hypothesis": config["empty_hypothesis"],
+        "max_chars": config["max_report_chars"],
+        "shard": shard_of(wildcards),
+        "config_hash": CONFIG_HASH,
+    }
+
+
+def generation_gpus(wildcards):
+    return generation_of(wildcards).gpus
+
+
+def generated_shards(wildcards):
+    count = generation_of(wildcards).shards
+    shards = [GENERATED_SHARD.format(**wildcards, shard=f"{i}-of-{count}") for i in range(count)]
+    return {"pairs": [f"{s}.parquet" for s in shards], "drops": [f"{s}.drops.csv" for s in shards]}

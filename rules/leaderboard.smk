@@ -9,7 +9,7 @@ rule leaderboard:
     params:
         drops=drops_by_model,
         models_sheet=config["models"],
-        ranking=config["leaderboard"],
+        ranking=ranking,
     conda:
         "../envs/core.yaml"
     envmodules: "radrank/core"

@@ -11,7 +11,7 @@ rule bootstrap:
         "logs/stats/{dataset}/{split}.log",
     params:
         score_paths=score_paths_by_model,
-        metrics=PLAN.metric_names,
+        metrics=split_metrics,
         bootstrap=config["bootstrap"],
         config_hash=CONFIG_HASH,
     conda:

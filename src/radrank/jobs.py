@@ -23,12 +23,18 @@ def setup_logging(log_path=None):
 
 
 def ingest(*, path, split, reference_path, ref_section, empty_hypothesis, max_chars, out_pairs, out_drops,
-           dataset, model):
+           dataset, model, generated_drops=None):
+    import pandas as pd
+
     from radrank.ingest import ingest_submission
 
     pairs, drops, fmt = ingest_submission(path, split, reference_path=reference_path or None,
                                           ref_section=ref_section, empty_hypothesis=empty_hypothesis,
                                           max_chars=max_chars)
+    if generated_drops:  # what the generation job listed (no image, unreadable image, ...) stays listed
+        listed = pd.read_csv(generated_drops, dtype=str, keep_default_na=False)
+        drops = pd.concat([listed, drops.astype(str)], ignore_index=True) if len(listed) else drops
+        fmt = "generated"
     sources = {"path": str(path), "sha256": provenance.file_sha256(path)}
     if reference_path:
         sources["reference_path"] = str(reference_path)
@@ -200,3 +206,24 @@ def run_rule(snakemake, job, **kwargs):
     except Exception:
         log.exception("rule %s failed", snakemake.rule)
         sys.exit(1)
+
+
+def generate_shard(*, model, adapter, root, adapter_options, generator, settings, trust_remote_code, task, shard,
+                   out_pairs, out_drops, **options):
+    """One shard of a generation run: a backbone (radrank.backbones) or a user's callable over a dataset."""
+    from radrank import backbones, generate
+    from radrank.datasets import make_adapter
+
+    if generator in backbones.names():
+        fn = backbones.load(generator, settings, trust_remote_code, task=task)
+    else:
+        fn = generator  # "package.module:callable", resolved by the generation job
+    generate.generate(make_adapter(adapter, root, **adapter_options), fn, shard=tuple(shard), out_pairs=out_pairs,
+                      out_drops=out_drops, task=task, model=model, **options)
+
+
+def merge_generated(*, pair_paths, drop_paths, out_pairs, out_drops):
+    from radrank import generate
+
+    generate.merge(pair_paths=list(pair_paths), drop_paths=list(drop_paths), out_pairs=out_pairs,
+                   out_drops=out_drops)

@@ -60,6 +60,42 @@ def metric_closure(requested) -> list[str]:
     return list(requested)
 
 
+GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
+GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
+
+
+@dataclass
+class Generation:
+    """One model run over an image dataset (config ``generation``), with defaults filled in."""
+
+    model: str
+    dataset: str
+    adapter: str
+    root: str
+    generator: str
+    adapter_options: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    splits: tuple = ("findings",)
+    use_indication: bool = False
+    image_format: str = "pil"
+    max_images: int | None = None
+    batch_size: int = 8
+    max_samples: int | None = None
+    shards: int = 1
+
+    @property
+    def env(self) -> str:
+        from radrank import backbones
+
+        return backbones.get(self.generator).env if self.generator in backbones.names() else GENERIC_GENERATOR_ENV
+
+    @property
+    def gpus(self) -> int:
+        from radrank import backbones
+
+        return backbones.get(self.generator).resources.gpu if self.generator in backbones.names() else 0
+
+
 @dataclass
 class Submission:
     model: str
@@ -67,26 +103,36 @@ class Submission:
     path: str
     reference_path: str
     splits: tuple[str, ...]
-    sheet_row: int
+    sheet_row: int | None
+    generation: Generation | None = None
 
 
 @dataclass
 class Plan:
     config: dict
     submissions: dict = field(default_factory=dict)  # (dataset, model) -> Submission
-    metric_names: list = field(default_factory=list)
+    metric_names: list = field(default_factory=list)  # findings and reports splits
+    vqa_metric_names: list = field(default_factory=list)  # vqa split
 
     @classmethod
     def from_config(cls, config: dict, base_dir: str | Path = ".") -> "Plan":
         plan = cls(config=config)
         plan.metric_names = metric_closure(config["metrics"])
+        plan.vqa_metric_names = metric_closure(config.get("vqa_metrics", ["vqa"]))
         for key in ("metric_settings", "shards"):
             for name in config.get(key, {}):
-                if name not in plan.metric_names:
-                    raise ConfigError(f"config '{key}' names {name!r}, which is not in 'metrics'")
+                if name not in plan.all_metric_names():
+                    raise ConfigError(f"config '{key}' names {name!r}, which is not among the configured metrics")
+        plan._read_sheet(base_dir)
+        plan._read_generation(base_dir)
+        if not plan.submissions:
+            raise ConfigError(f"nothing to score: sheet {config['submissions']} lists no submissions and config "
+                              "'generation' is empty")
+        return plan
+
+    def _read_sheet(self, base_dir):
+        config = self.config
         sheet = read_sheet(config["submissions"], SHEET_COLUMNS, SHEET_OPTIONAL)
-        if sheet.empty:
-            raise ConfigError(f"sheet {config['submissions']} lists no submissions")
         splits = tuple(config["splits"])
         for i, row in enumerate(sheet.to_dict("records"), start=1):
             where = f"sheet {config['submissions']}, row {i}"
@@ -104,16 +150,52 @@ class Plan:
                 bad = [s for s in row_splits if s not in splits]
                 if bad:
                     raise ConfigError(f"{where}: split(s) {bad} are not among config 'splits' {list(splits)}")
-            key = (row["dataset"], row["model"])
-            if key in plan.submissions:
-                raise ConfigError(f"{where}: model {row['model']!r} is listed twice for dataset {row['dataset']!r}")
-            plan.submissions[key] = Submission(row["model"], row["dataset"], row["path"], row["reference_path"],
-                                               row_splits, i)
-        return plan
+            self._add(Submission(row["model"], row["dataset"], row["path"], row["reference_path"], row_splits, i),
+                      where)
+
+    def _read_generation(self, base_dir):
+        from radrank import backbones, datasets
+
+        for i, entry in enumerate(self.config.get("generation", [])):
+            where = f"config 'generation' entry {i} ({entry.get('model')!r})"
+            gen = Generation(**{k: (tuple(v) if k == "splits" else v) for k, v in entry.items()})
+            for value, what in ((gen.model, "model"), (gen.dataset, "dataset")):
+                if not _NAME_RE.match(value):
+                    raise ConfigError(f"{where}: {what} {value!r} must match {NAME_PATTERN}")
+            if gen.adapter not in datasets.names():
+                raise ConfigError(f"{where}: unknown adapter {gen.adapter!r}; known: {datasets.names()}")
+            if gen.generator not in backbones.names() and ":" not in gen.generator:
+                raise ConfigError(f"{where}: generator {gen.generator!r} is neither a backbone "
+                                  f"({backbones.names()}) nor an import path package.module:callable")
+            if not (Path(base_dir) / gen.root).is_dir():
+                raise ConfigError(f"{where}: root {gen.root} is not a folder")
+            path = GENERATED.format(dataset=gen.dataset, split="{split}", model=gen.model) + ".parquet"
+            self._add(Submission(gen.model, gen.dataset, path, "", gen.splits, None, gen), where)
+        envs = {}
+        for sub in self.generations():
+            other = envs.setdefault(sub.model, sub.generation.env)
+            if other != sub.generation.env:
+                raise ConfigError(f"config 'generation': model {sub.model!r} is generated in two environments "
+                                  f"({other}, {sub.generation.env}); give the runs different model names")
+
+    def _add(self, sub: Submission, where: str):
+        key = (sub.dataset, sub.model)
+        if key in self.submissions:
+            raise ConfigError(f"{where}: model {sub.model!r} is listed twice for dataset {sub.dataset!r}")
+        self.submissions[key] = sub
 
     # --- lookups used by input functions -------------------------------------------------
     def submission(self, dataset: str, model: str) -> Submission:
         return self.submissions[dataset, model]
+
+    def generations(self) -> list[Submission]:
+        return [s for s in self.submissions.values() if s.generation is not None]
+
+    def generation_envs(self) -> list[str]:
+        return sorted({s.generation.env for s in self.generations()})
+
+    def generated_models(self, env: str) -> list[str]:
+        return sorted({s.model for s in self.generations() if s.generation.env == env})
 
     def entries(self):
         """Every (dataset, split, model), sorted."""
@@ -126,16 +208,27 @@ class Plan:
     def models_for(self, dataset: str, split: str) -> list[str]:
         return sorted(m for d, s, m in self.entries() if (d, s) == (dataset, split))
 
-    def leaves(self):
-        return [leaf for name in self.metric_names for leaf in metrics.get(name).leaves]
+    def metrics_for_split(self, split: str) -> list[str]:
+        return self.vqa_metric_names if split == "vqa" else self.metric_names
+
+    def all_metric_names(self) -> list[str]:
+        return list(dict.fromkeys(self.metric_names + self.vqa_metric_names))
+
+    def leaves(self, split: str = "findings"):
+        return [leaf for name in self.metrics_for_split(split) for leaf in metrics.get(name).leaves]
 
     def shards(self, metric: str) -> int:
         return int(self.config.get("shards", {}).get(metric, 1))
 
+    def _used_metrics(self) -> list[str]:
+        used = {s for _, s, _ in self.entries()}
+        return [m for m in self.all_metric_names()
+                if any(m in self.metrics_for_split(split) for split in used)]
+
     def metrics_for_env(self, env: str, sharded: bool | None = None) -> list[str]:
         """Metrics of ``env``; ``sharded`` selects those scored in one job (False) or several (True)."""
-        return [m for m in self.metric_names if metrics.get(m).env == env
+        return [m for m in self._used_metrics() if metrics.get(m).env == env
                 and (sharded is None or (self.shards(m) > 1) == sharded)]
 
     def envs(self) -> list[str]:
-        return sorted({metrics.get(m).env for m in self.metric_names})
+        return sorted({metrics.get(m).env for m in self._used_metrics()})

@@ -1,0 +1,45 @@
+# Generation (config `generation`): a model run over an image dataset writes pairs
+# with the same schema as an ingested submission, one job per shard, in the
+# generator's environment; the ingest rule then treats them like any submission.
+for env_name in PLAN.generation_envs():
+
+    rule:
+        name:
+            f"generate_{env_name.replace('-', '_')}"
+        output:
+            pairs=f"{GENERATED_SHARD}.parquet",
+            drops=f"{GENERATED_SHARD}.drops.csv",
+        log:
+            "logs/generate/{dataset}/{split}/{model}.{shard}.log",
+        wildcard_constraints:
+            model="|".join(PLAN.generated_models(env_name)),
+        params:
+            job=generation_job,
+        resources:
+            gpu=generation_gpus,
+            mem_mb=16000,
+            runtime=240,
+        conda:
+            f"../envs/{env_name}.yaml"
+        script:
+            "../scripts/generate.py"
+
+
+if PLAN.generations():
+
+    rule merge_generated:
+        """Join a generated model's shards, in dataset order."""
+        input:
+            unpack(generated_shards),
+        output:
+            pairs=f"{GENERATED}.parquet",
+            drops=f"{GENERATED}.drops.csv",
+        log:
+            "logs/generate/{dataset}/{split}/{model}.merge.log",
+        conda:
+            "../envs/core.yaml"
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        script:
+            "../scripts/merge_generated.py"

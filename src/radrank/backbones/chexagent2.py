@@ -1,0 +1,178 @@
+"""CheXagent-2 (``StanfordAIMI/CheXagent-2-3b``): findings generation and VQA. Environment ``gen-chexagent``.
+
+CheXagent-2 ships its own model and tokenizer code (``trust_remote_code``,
+allowed only through the config allow-list ``trust_remote_code``); its model card
+reports transformers 4.40.
+
+**It reads images from file paths.** The tokenizer's ``from_list_format`` puts
+each image's *path* into the prompt and the model's vision code opens the file
+itself. So this backbone's ``SPEC.inputs`` is ``"paths"``: the generation job
+should hand it the samples' image paths (``radrank.images.load(path, "path")``).
+It also accepts PIL images and DICOM paths: those are written as PNG files to a
+private temporary folder (DICOM windowed by :mod:`radrank.images`), removed after
+each batch (:class:`~radrank.backbones.base.ImageFiles`). Raster paths are passed
+as they are (absolute).
+
+Protocol (model card / Stanford AIMI demo): a system turn (``system_prompt``)
+and a human turn with the images then the instruction; greedy decoding, one
+beam, ``max_new_tokens`` 512. Two report recipes (``recipe``):
+
+* ``"regions"`` (default, as in the official demo): one call per anatomical
+  region (``regions``: airway, breathing, cardiac, diaphragm, everything else),
+  each asking for a description of that region (``region_prompt``); the region
+  texts joined with spaces are the findings;
+* ``"single"``: one call with ``report_prompt``.
+
+With ``use_indication`` on, ``indication_prefix`` (``{indication}`` filled in) is
+put before every instruction. VQA: ``vqa_prompt`` with ``{question}``. The prompt
+texts are settings in radrank's own wording. An optional ``impression_prompt``
+(with ``{findings}``) adds a text-only call and returns
+``"FINDINGS: ...\\n\\nIMPRESSION: ..."``.
+
+Batching: every prompt is tokenised with the tokenizer's chat template,
+left-padded (pad id: the tokenizer's, else EOS) with an attention mask.
+"""
+
+from __future__ import annotations
+
+from radrank.backbones.base import (BackboneSpec, ImageFiles, Recipe, count_new_tokens, device_of, dtype_kwargs,
+                                    dtype_of, fill, greedy_config, left_pad, log_device, merge_settings, place,
+                                    remote_code_allowed, resolve_weights)
+from radrank.errors import ConfigError
+from radrank.metrics.base import Resources
+
+REGIONS = ("Airway", "Breathing", "Cardiac", "Diaphragm",
+           "Everything else (mediastinum, bones, soft tissues, lines, tubes and devices)")
+
+SPEC = BackboneSpec(
+    name="chexagent2",
+    description="CheXagent-2 3B (Stanford AIMI): findings by anatomical region, and VQA; reads image files",
+    env="gen-chexagent",
+    model="StanfordAIMI/CheXagent-2-3b",
+    settings={
+        "model": "StanfordAIMI/CheXagent-2-3b",
+        "revision": None,
+        "dtype": "auto",
+        "device": "auto",
+        "batch_size": 8,
+        "max_new_tokens": 512,
+        "vqa_max_new_tokens": 64,
+        "use_indication": False,
+        "max_images": None,
+        "recipe": "regions",  # "regions" (one call per region, joined) or "single"
+        "regions": list(REGIONS),
+        "region_prompt": "Describe this chest X-ray in detail with respect to: {region}.",
+        "report_prompt": "Write the findings section of the radiology report for this chest X-ray.",
+        "indication_prefix": "Indication: {indication}\n",
+        "impression_prompt": None,  # e.g. "Summarise these findings as an impression: {findings}"
+        "vqa_prompt": "{question}",
+        "system_prompt": "You are a helpful assistant.",
+        "image_dir": None,  # where PNGs of PIL / DICOM inputs are written (None: the system temp folder)
+    },
+    resources=Resources(mem_mb=24000, runtime_min=360, threads=4, gpu=1),
+    tasks=("report", "vqa"),
+    inputs="paths",
+    remote_code=True,
+    packages=("torch", "transformers"),
+    version="1",
+)
+
+
+class CheXagent2(Recipe):
+    def __init__(self, settings, task, *, model, tokenizer, model_path, device, dtype):
+        super().__init__(SPEC, settings, task, model_path=model_path, device=device)
+        if settings["recipe"] not in ("regions", "single"):
+            raise ConfigError(f"backbone_settings.chexagent2.recipe must be 'regions' or 'single', "
+                              f"not {settings['recipe']!r}")
+        if settings["recipe"] == "regions" and not settings["regions"]:
+            raise ConfigError("backbone_settings.chexagent2.regions is empty")
+        self.model, self.tokenizer, self.dtype = model, tokenizer, dtype
+        pad = tokenizer.pad_token_id if getattr(tokenizer, "pad_token_id", None) is not None else \
+            getattr(tokenizer, "eos_token_id", None)
+        self.pad_id = 0 if pad is None else int(pad)
+        n = settings["vqa_max_new_tokens"] if task == "vqa" else settings["max_new_tokens"]
+        self.generation_config = greedy_config(model, n, pad_token_id=self.pad_id)
+        self.files = ImageFiles(settings["image_dir"], prefix="radrank-chexagent-")
+
+    # -- prompts: a list of instructions per sample (one per region in the "regions" recipe)
+    def _prefix(self, indication):
+        return fill(self.settings["indication_prefix"], indication=indication) if indication else ""
+
+    def report_prompt(self, indication):
+        prefix = self._prefix(indication)
+        if self.settings["recipe"] == "single":
+            return [prefix + self.settings["report_prompt"]]
+        return [prefix + fill(self.settings["region_prompt"], region=r) for r in self.settings["regions"]]
+
+    def vqa_prompt(self, question):
+        return [fill(self.settings["vqa_prompt"], question=question)]
+
+    def query(self, paths, instruction, position: int) -> list:
+        """Token ids of one chat (the batch's ``position``-th sample): system turn, then the images (by path)
+        and the instruction."""
+        items = [{"image": p} for p in paths] + [{"text": instruction}]
+        query = self.tokenizer.from_list_format(items) if paths else instruction
+        conv = [{"from": "system", "value": self.settings["system_prompt"]}, {"from": "human", "value": query}]
+        self.note(position, query)
+        ids = self.tokenizer.apply_chat_template(conv, add_generation_prompt=True)
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        if isinstance(ids, dict):
+            ids = ids["input_ids"]
+        if ids and isinstance(ids[0], (list, tuple)):
+            ids = ids[0]
+        return list(ids)
+
+    def _run_queries(self, queries) -> list[str]:
+        import torch
+
+        ids, mask = left_pad(queries, self.pad_id)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        with torch.inference_mode():
+            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=self.generation_config)
+        new = out[:, ids.shape[1]:]
+        self.stats["new_tokens"] += count_new_tokens(new, self.pad_id, self.generation_config.eos_token_id)
+        return [self.tokenizer.decode(row.tolist(), skip_special_tokens=True).strip() for row in new]
+
+    def _generate(self, batch):
+        try:
+            paths = [[self.files.path_of(im) for im in images] for images, _ in batch]
+            n_steps = len(batch[0][1])
+            parts = [[] for _ in batch]
+            for step in range(n_steps):
+                texts = self._run_queries([self.query(p, prompts[step], j)
+                                           for j, (p, (_, prompts)) in enumerate(zip(paths, batch))])
+                for i, t in enumerate(texts):
+                    parts[i].append(t)
+        finally:
+            self.files.cleanup()
+        findings = [" ".join(t for t in p if t).strip() for p in parts]
+        if self.task == "vqa" or not self.settings["impression_prompt"]:
+            return findings
+        impressions = self._run_queries([self.query([], fill(self.settings["impression_prompt"], findings=f), j)
+                                         for j, f in enumerate(findings)])
+        return [f"FINDINGS: {f}\n\nIMPRESSION: {i}" for f, i in zip(findings, impressions)]
+
+
+def _load_components(path, trust: bool, device: str, dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True,
+                                                 **dtype_kwargs(dtype))
+    return tokenizer, place(model, device, dtype)
+
+
+def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report"):
+    """A CheXagent-2 generator or answerer. Needs the model on the ``trust_remote_code`` allow-list."""
+    s = merge_settings(SPEC, settings)
+    if task not in SPEC.tasks:
+        raise ConfigError(f"backbone 'chexagent2' does not support task {task!r}")
+    path = resolve_weights(SPEC.name, s["model"], setting="model", revision=s["revision"])
+    trust = remote_code_allowed(SPEC, s["model"], trust_remote_code_allow_list)
+    device = device_of(s["device"])
+    dtype = dtype_of(s["dtype"], device)
+    log_device(SPEC.name, device)
+    tokenizer, model = _load_components(path, trust, device, dtype)
+    return CheXagent2(s, task, model=model, tokenizer=tokenizer, model_path=path, device=device,
+                      dtype=dtype).callable()

@@ -1,0 +1,153 @@
+"""MedGemma (``google/medgemma-4b-it``): report generation and VQA. Environment ``gen-medgemma``.
+
+Gemma 3 vision-language model: ``Gemma3ForConditionalGeneration`` with the
+checkpoint's ``AutoProcessor`` (SigLIP image processor, 896 px, 256 image tokens
+per image) and its chat template. No remote code (transformers >= 4.50 has the
+classes). The protocol follows the MedGemma technical report's evaluation:
+
+* one user turn, **no system prompt**: the instruction text, then the sample's
+  images (``{"type": "image"}`` entries; the chat template puts the image tokens
+  there), then the generation prompt of the model turn;
+* greedy decoding (``do_sample=False``, one beam), ``max_new_tokens`` 300 for
+  reports, ``vqa_max_new_tokens`` 64 for answers;
+* report prompt: ``report_prompt``; with ``use_indication`` on and an indication
+  present, ``report_prompt_with_indication`` (``{indication}`` filled in);
+* VQA prompt: ``vqa_prompt`` with ``{question}`` filled in.
+
+The prompt texts are settings; the defaults are radrank's own wording of those
+instructions (the report's exact prompt tables are not reproduced here —
+set ``report_prompt`` / ``vqa_prompt`` to them to replicate the paper's numbers).
+
+Batching: every prompt is rendered with the processor's chat template (it adds
+``<bos>``, so the processor is called with ``add_special_tokens=False``), the
+batch is tokenised left-padded, ``pixel_values`` cast to the model dtype, and
+the new tokens after the (common) prompt length decoded with special tokens
+skipped. Images go through the processor's PIL backend by default
+(``processor_backend``), so results do not depend on whether torchvision is
+installed.
+"""
+
+from __future__ import annotations
+
+from radrank.backbones.base import (BackboneSpec, Recipe, count_new_tokens, device_of, dtype_kwargs, dtype_of,
+                                    fill, greedy_config, log_device, merge_settings, place, resolve_weights,
+                                    transformers_major)
+from radrank.metrics.base import Resources
+
+SPEC = BackboneSpec(
+    name="medgemma",
+    description="MedGemma 4B instruction-tuned (Gemma 3 VLM): findings/report generation and VQA",
+    env="gen-medgemma",
+    model="google/medgemma-4b-it",
+    settings={
+        "model": "google/medgemma-4b-it",  # Hugging Face id or local directory
+        "revision": None,  # hub revision (commit / tag) when model is an id
+        "dtype": "auto",  # auto (bf16 on CUDA, fp32 on CPU), bf16, fp16, fp32
+        "device": "auto",  # auto (first visible CUDA device, else CPU), cuda, cuda:N, cpu
+        "batch_size": 8,
+        "max_new_tokens": 300,
+        "vqa_max_new_tokens": 64,
+        "use_indication": False,
+        "max_images": None,  # images per sample (None: all, in the dataset's order)
+        "report_prompt": "Write the findings section of the radiology report for this chest X-ray.",
+        "report_prompt_with_indication": ("Clinical indication: {indication}\n"
+                                          "Write the findings section of the radiology report for this chest "
+                                          "X-ray."),
+        "vqa_prompt": "{question}\nAnswer the question about the image concisely.",
+        "processor_backend": "pil",  # transformers 5 image-processor backend: pil (portable) or torchvision
+    },
+    resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
+    tasks=("report", "vqa"),
+    inputs="pil",
+    remote_code=False,
+    packages=("torch", "transformers", "accelerate"),
+    version="1",
+)
+
+
+class MedGemma(Recipe):
+    def __init__(self, settings, task, *, model, processor, model_path, device, dtype):
+        super().__init__(SPEC, settings, task, model_path=model_path, device=device)
+        self.model, self.processor, self.dtype = model, processor, dtype
+        tok = processor.tokenizer
+        tok.padding_side = "left"
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        self.max_new_tokens = int(settings["vqa_max_new_tokens"] if task == "vqa" else settings["max_new_tokens"])
+        self.generation_config = greedy_config(model, self.max_new_tokens, pad_token_id=tok.pad_token_id)
+
+    def report_prompt(self, indication):
+        if indication:
+            return fill(self.settings["report_prompt_with_indication"], indication=indication)
+        return self.settings["report_prompt"]
+
+    def vqa_prompt(self, question):
+        return fill(self.settings["vqa_prompt"], question=question)
+
+    def messages(self, prompt: str, n_images: int) -> list:
+        """One user turn (no system turn): the instruction, then one image entry per image."""
+        content = [{"type": "text", "text": prompt}] + [{"type": "image"} for _ in range(n_images)]
+        return [{"role": "user", "content": content}]
+
+    def render(self, prompt: str, n_images: int) -> str:
+        return self.processor.apply_chat_template(self.messages(prompt, n_images), add_generation_prompt=True,
+                                                  tokenize=False)
+
+    def _generate(self, batch):
+        import torch
+
+        texts = [self.render(prompt, len(images)) for images, prompt in batch]
+        for j, text in enumerate(texts):
+            self.note(j, text)
+        images = [[im.convert("RGB") if getattr(im, "mode", "RGB") != "RGB" else im for im in imgs]
+                  for imgs, _ in batch]
+        enc = self.processor(text=texts, images=images, return_tensors="pt", padding=True,
+                             add_special_tokens=False)
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        if "pixel_values" in enc:
+            enc["pixel_values"] = enc["pixel_values"].to(self.dtype)
+        width = enc["input_ids"].shape[1]
+        with torch.inference_mode():
+            out = self.model.generate(**enc, generation_config=self.generation_config)
+        new = out[:, width:]
+        self.stats["new_tokens"] += count_new_tokens(new, self.generation_config.pad_token_id,
+                                                     self.generation_config.eos_token_id)
+        return [t.strip() for t in self.processor.batch_decode(new, skip_special_tokens=True)]
+
+
+def load_processor(path, backend: str = "pil"):
+    from transformers import AutoProcessor
+
+    kwargs = {"local_files_only": True}
+    if transformers_major() >= 5:
+        if backend and backend != "auto":
+            kwargs["backend"] = backend
+    else:
+        kwargs["use_fast"] = backend == "torchvision"
+    try:
+        return AutoProcessor.from_pretrained(str(path), **kwargs)
+    except TypeError:  # a transformers without the backend / use_fast keyword
+        kwargs.pop("backend", None)
+        kwargs.pop("use_fast", None)
+        return AutoProcessor.from_pretrained(str(path), **kwargs)
+
+
+def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report"):
+    """A MedGemma generator (``task="report"``) or answerer (``task="vqa"``); never runs remote code."""
+    s = merge_settings(SPEC, settings)
+    if task not in SPEC.tasks:
+        from radrank.errors import ConfigError
+
+        raise ConfigError(f"backbone 'medgemma' does not support task {task!r}")
+    path = resolve_weights(SPEC.name, s["model"], setting="model", revision=s["revision"])
+    from transformers import Gemma3ForConditionalGeneration
+
+    device = device_of(s["device"])
+    dtype = dtype_of(s["dtype"], device)
+    log_device(SPEC.name, device)
+    processor = load_processor(path, s["processor_backend"])
+    model = Gemma3ForConditionalGeneration.from_pretrained(str(path), local_files_only=True,
+                                                           trust_remote_code=False, **dtype_kwargs(dtype))
+    model = place(model, device, dtype)
+    return MedGemma(s, task, model=model, processor=processor, model_path=path, device=device,
+                    dtype=dtype).callable()
