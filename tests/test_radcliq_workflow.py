@@ -1,0 +1,84 @@
+"""RadCliQ end to end: the example scored with the model panel (BERTScore, SembScore, RadGraph on
+tiny random models of the real classes, in the rexrank environment) through the venv route; the
+leaderboard ranks by RadCliQ-v1 and every number traces back in provenance to its model."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from _workflow import REPO, make_workdir
+
+sys.path.insert(0, str(REPO / "src"))
+from radrank import envs  # noqa: E402
+from radrank.io import read_provenance  # noqa: E402
+from radrank.metrics import radcliq  # noqa: E402
+from radrank.models import weights_digest  # noqa: E402
+
+pytestmark = [
+    pytest.mark.workflow,
+    pytest.mark.skipif(bool(os.environ.get("RADRANK_SKIP_ENV_BUILDS")), reason="needs the rexrank environment"),
+]
+
+PANEL = ["bleu2", "bleu4", "rouge", "bertscore", "semb", "radgraph", "radcliq"]
+
+
+@pytest.fixture(scope="module")
+def panel_run(tmp_path_factory):
+    envs_py = [sys.executable, str(REPO / "src/radrank/envs.py")]
+    subprocess.run([*envs_py, "build", "core", "rexrank"], check=True, capture_output=True)
+    models = tmp_path_factory.mktemp("tiny-models")
+    rexrank_python = envs.env_path("rexrank") / "bin" / "python"
+    built = subprocess.run([str(rexrank_python), str(REPO / "tests/envs/rexrank/build_tiny_panel.py"), str(models)],
+                           check=True, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    settings = json.loads(built.stdout.strip().splitlines()[-1])
+    work = make_workdir(tmp_path_factory.mktemp("panel"), metrics=PANEL, metric_settings=settings,
+                        splits=["findings"])
+    sheet = work / "config/submissions.tsv"
+    sheet.write_text("".join(line for line in sheet.read_text().splitlines(True) if "demo_clinic" not in line))
+    proc = subprocess.run([*envs_py, "snakemake", "--profile", "profiles/venv", "--cores", "2"], cwd=work,
+                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    return work, settings
+
+
+def test_leaderboard_ranks_by_radcliq_v1(panel_run):
+    work, _ = panel_run
+    board = pd.read_csv(work / "results/leaderboard/demo_cxr_findings.csv")
+    assert board["Ranked by"].iloc[0] == "RadCliQ-v1 (radcliq_v1) mean, lower is better"
+    assert board["RadCliQ-v1"].is_monotonic_increasing and list(board["Rank"]) == [1, 2, 3]
+    for col in ["BertScore", "SembScore", "RadGraph", "1/RadCliQ-v1", "RadCliQ-v0"]:
+        assert board[col].notna().all(), col
+    assert np.allclose(board["1/RadCliQ-v1"], (1 / board["RadCliQ-v1"]).round(3), atol=2e-3)
+
+
+def test_radcliq_is_recomputed_from_its_component_files(panel_run):
+    work, _ = panel_run
+    scores = work / "results/scores/demo_cxr/findings/careful"
+    frames = {m: pd.read_parquet(scores / f"{m}.parquet") for m in ("radgraph", "bertscore", "semb", "bleu2")}
+    features = np.column_stack([frames[m][col] for m, col in radcliq.FEATURES])
+    out = pd.read_parquet(scores / "radcliq.parquet")
+    assert np.allclose(out["radcliq_v1"], radcliq.radcliq_v1(features), rtol=0, atol=1e-12)
+    assert np.allclose(out["radcliq_v0"], radcliq.radcliq_v0(features), rtol=0, atol=1e-12)
+
+
+def test_every_model_number_traces_to_its_model(panel_run):
+    work, settings = panel_run
+    scores = work / "results/scores/demo_cxr/findings/careful"
+    bert = read_provenance(scores / "bertscore.parquet")
+    assert bert["environment"]["env"] == "rexrank"
+    assert bert["environment"]["packages"]["transformers"].startswith("4.")
+    assert bert["settings"]["model"] == settings["bertscore"]["model"]
+    assert json.dumps(bert["models"]).count(weights_digest(settings["bertscore"]["model"])) >= 1
+    semb = read_provenance(scores / "semb.parquet")
+    assert weights_digest(settings["semb"]["checkpoint"]) in json.dumps(semb["models"])
+    radgraph = read_provenance(scores / "radgraph.parquet")
+    assert radgraph["environment"]["env"] == "rexrank" and radgraph["models"]
+    core = read_provenance(scores / "bleu2.parquet")
+    assert core["environment"]["env"] == "core"
