@@ -21,6 +21,8 @@ for env_name in PLAN.generation_envs():
             runtime=240,
         conda:
             f"../envs/{env_name}.yaml"
+        envmodules:
+            f"radrank/{env_name}"
         script:
             "../scripts/generate.py"
 
@@ -38,6 +40,8 @@ if PLAN.generations():
             "logs/generate/{dataset}/{split}/{model}.merge.log",
         conda:
             "../envs/core.yaml"
+        envmodules:
+            "radrank/core"
         resources:
             mem_mb=2000,
             runtime=10,
