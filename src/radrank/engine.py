@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from radrank.devices import device_of, dtype_of  # noqa: F401  (used by the judges too)
 from radrank.errors import ConfigError, MissingWeightsError
 from radrank.judge_cache import ResponseCache, make_key, root_of
 
@@ -87,36 +88,6 @@ class Judgement:
 
 
 # --- devices, dtypes, memory --------------------------------------------------------------------------
-
-
-def device_of(setting) -> str:
-    """"auto": the first visible CUDA device when there is one, else the CPU. One device per job."""
-    import torch
-
-    if setting in (None, "", "auto"):
-        if torch.cuda.is_available():
-            if torch.cuda.device_count() > 1:
-                log.warning("%d CUDA devices are visible; using cuda:0 only (pin one device per job)",
-                            torch.cuda.device_count())
-            return "cuda:0"
-        return "cpu"
-    return str(setting)
-
-
-_DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-           "fp16": "float16", "float16": "float16"}
-
-
-def dtype_of(setting, device: str, cuda_default: str = "bf16"):
-    """The torch dtype for a ``dtype`` setting: "auto" is ``cuda_default`` on CUDA and fp32 on the CPU."""
-    import torch
-
-    name = str(setting or "auto").lower()
-    if name == "auto":
-        name = cuda_default if str(device).startswith("cuda") else "fp32"
-    if name not in _DTYPES:
-        raise ConfigError(f"unknown dtype {setting!r}; use auto, fp32, bf16 or fp16")
-    return getattr(torch, _DTYPES[name])
 
 
 def is_oom(exc: BaseException) -> bool:

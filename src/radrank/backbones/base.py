@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from radrank.devices import device_of, dtype_of  # noqa: F401  (used by the recipes too)
 from radrank.errors import ConfigError, MissingWeightsError
 from radrank.metrics.base import Resources
 from radrank.text import clean, normalize_whitespace
@@ -173,31 +174,6 @@ def model_provenance(model: str, path, revision: str | None = None) -> dict:
 
 
 # --- torch helpers (imported lazily) ---------------------------------------------------------------
-
-
-def device_of(setting) -> str:
-    """``"auto"``: ``"cuda"`` (the first visible CUDA device) when there is one, else ``"cpu"``."""
-    import torch
-
-    if setting in (None, "", "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return str(setting)
-
-
-_DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-           "fp16": "float16", "float16": "float16"}
-
-
-def dtype_of(setting, device: str):
-    """``"auto"``: bfloat16 on CUDA, float32 on the CPU."""
-    import torch
-
-    if setting in (None, "", "auto"):
-        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
-    name = _DTYPES.get(str(setting).lower())
-    if name is None:
-        raise ConfigError(f"unknown dtype {setting!r}; use auto, fp32, bf16 or fp16")
-    return getattr(torch, name)
 
 
 def transformers_major() -> int:

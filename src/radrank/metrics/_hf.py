@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from radrank.devices import device_of, dtype_of  # noqa: F401  (used by the metrics too)
 from radrank.errors import MissingWeightsError
 from radrank.models import model_provenance, resolve
 
@@ -151,28 +152,6 @@ def resolve_file(model: str, filename: str, *, metric: str, setting: str) -> Res
 
 
 # --- device, dtype, cache -------------------------------------------------------------------------
-
-
-def device_of(setting) -> str:
-    """"auto" (or empty): the first CUDA device when there is one, else the CPU."""
-    import torch
-
-    if setting in (None, "", "auto"):
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return str(setting)
-
-
-_DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-           "fp16": "float16", "float16": "float16"}
-
-
-def dtype_of(setting):
-    import torch
-
-    name = _DTYPES.get(str(setting).lower())
-    if name is None:
-        raise ValueError(f"unknown dtype {setting!r}; use one of fp32, bf16, fp16")
-    return getattr(torch, name)
 
 
 _CACHE: dict = {}
