@@ -14,6 +14,7 @@ COPY = ("Snakefile", "rules", "scripts", "src", "config", "schemas", "envs", "ex
 
 
 def make_workdir(dest: Path, **config_overrides) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
     for name in COPY:
         src = REPO / name
         if src.is_dir():

@@ -91,3 +91,16 @@ def test_failed_shard_is_the_only_scoring_job_redone(tmp_path):
     assert counts["bootstrap"] == 1 and counts["leaderboard"] == 1
     snakemake(workdir)
     assert merged.read_bytes() == before
+
+
+def test_two_work_directories_run_at_once_without_touching_each_other(tmp_path, reference_results):
+    """Two runs at the same time, in two work directories: each completes with its own,
+    complete outputs (nothing is shared but the read-only checkout files each copy holds)."""
+    dirs = [make_workdir(tmp_path / name, **FAULT_CONFIG) for name in ("a", "b")]
+    procs = [subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "1"], cwd=d,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for d in dirs]
+    for proc in procs:
+        _, err = proc.communicate(timeout=900)
+        assert proc.returncode == 0, err[-3000:]
+    for d in dirs:
+        assert result_files(d) == reference_results
