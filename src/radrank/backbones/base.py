@@ -562,6 +562,21 @@ class Recipe:
         self.stats["seconds"] = time.perf_counter() - start
         return check_outputs(out, len(items), f"backbone {self.spec.name!r}")
 
+    def generate_new_tokens(self, enc: dict):
+        """Generate from a processor batch already on the device (pixel values cast to the model's
+        dtype here), greedily; count the new tokens; return them (the prompt cut off)."""
+        import torch
+
+        if "pixel_values" in enc:
+            enc["pixel_values"] = enc["pixel_values"].to(self.dtype)
+        width = enc["input_ids"].shape[1]
+        with torch.inference_mode():
+            out = self.model.generate(**enc, generation_config=self.generation_config)
+        new = out[:, width:]
+        self.stats["new_tokens"] += count_new_tokens(new, self.generation_config.pad_token_id,
+                                                     self.generation_config.eos_token_id)
+        return new
+
     def provenance(self) -> dict:
         """Backbone, recipe version, settings, the model's id / revision / sha256 of its weights, packages."""
         from importlib import metadata

@@ -28,7 +28,7 @@ which is how the processor assigns them to the ``<image>`` slots.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (BackboneSpec, Recipe, count_new_tokens, device_of, dtype_kwargs, dtype_of,
+from radrank.backbones.base import (BackboneSpec, Recipe, device_of, dtype_kwargs, dtype_of,
                                     greedy_config, indication_text, log_device, merge_settings, place,
                                     remote_code_allowed, resolve_weights)
 from radrank.errors import ConfigError
@@ -101,8 +101,6 @@ class Maira2(Recipe):
             comparison=slots.get("comparison"), prior_report=None, get_grounding=False)
 
     def _generate(self, batch):
-        import torch
-
         texts, flat = [], []
         for images, slots in batch:
             text, imgs = self.format(images, slots)
@@ -112,14 +110,7 @@ class Maira2(Recipe):
             self.note(j, text)
         enc = self.processor(text=texts, images=flat, return_tensors="pt", padding=True)
         enc = {k: v.to(self.device) for k, v in enc.items() if k != "token_type_ids"}  # LLaVA takes none
-        if "pixel_values" in enc:
-            enc["pixel_values"] = enc["pixel_values"].to(self.dtype)
-        width = enc["input_ids"].shape[1]
-        with torch.inference_mode():
-            out = self.model.generate(**enc, generation_config=self.generation_config)
-        new = out[:, width:]
-        self.stats["new_tokens"] += count_new_tokens(new, self.generation_config.pad_token_id,
-                                                     self.generation_config.eos_token_id)
+        new = self.generate_new_tokens(enc)
         results = []
         for row in new:
             text = self.processor.decode(row, skip_special_tokens=True).lstrip()

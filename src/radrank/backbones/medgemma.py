@@ -29,7 +29,7 @@ installed.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (BackboneSpec, Recipe, count_new_tokens, device_of, dtype_kwargs, dtype_of,
+from radrank.backbones.base import (BackboneSpec, Recipe, device_of, dtype_kwargs, dtype_of,
                                     fill, greedy_config, log_device, merge_settings, place, resolve_weights,
                                     transformers_major)
 from radrank.metrics.base import Resources
@@ -94,8 +94,6 @@ class MedGemma(Recipe):
                                                   tokenize=False)
 
     def _generate(self, batch):
-        import torch
-
         texts = [self.render(prompt, len(images)) for images, prompt in batch]
         for j, text in enumerate(texts):
             self.note(j, text)
@@ -104,14 +102,7 @@ class MedGemma(Recipe):
         enc = self.processor(text=texts, images=images, return_tensors="pt", padding=True,
                              add_special_tokens=False)
         enc = {k: v.to(self.device) for k, v in enc.items()}
-        if "pixel_values" in enc:
-            enc["pixel_values"] = enc["pixel_values"].to(self.dtype)
-        width = enc["input_ids"].shape[1]
-        with torch.inference_mode():
-            out = self.model.generate(**enc, generation_config=self.generation_config)
-        new = out[:, width:]
-        self.stats["new_tokens"] += count_new_tokens(new, self.generation_config.pad_token_id,
-                                                     self.generation_config.eos_token_id)
+        new = self.generate_new_tokens(enc)
         return [t.strip() for t in self.processor.batch_decode(new, skip_special_tokens=True)]
 
 
