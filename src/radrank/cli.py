@@ -176,7 +176,10 @@ def status(ns, args: list[str]) -> int:
     from radrank import envs
 
     plan = load_plan(config_files(args))
-    print("Environments the config needs (venv route; the 'here' route uses this Python):")
+    route = choose_route("auto", plan)
+    print(f"`radrank run` would take the {route} route"
+          + (f" (rules run in this Python: {sys.executable})" if route == "here" else ""))
+    print("Environments the config needs (venv route):")
     for family in needed_envs(plan):
         state = "built" if envs.is_built(family) else "not built"
         print(f"  {family:14s} {state:10s} {envs.env_path(family)}")
@@ -267,6 +270,9 @@ def main(argv=None) -> int:
     except (CliError, ConfigError) as e:
         say(f"error: {e}")
         return 2
+    except BrokenPipeError:  # `radrank results | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -64,6 +64,7 @@ KEY_FORMAT = 1  # bump when the way a venv is built changes
 # lock): `import radrank` and the `radrank` command work there. Not part of the key: a venv built
 # before, or by another checkout, is only (re)pointed here, never rebuilt.
 PROJECT_ENVS = ("core",)
+APT_LOCK_TIMEOUT_S = 600  # sysdeps waits this long for another apt/dpkg process to finish
 PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]*\])?==([A-Za-z0-9._+!-]+)$")
 MODULE_INITS = (
     "{MODULESHOME}/init/bash",
@@ -584,11 +585,14 @@ def sysdeps() -> None:
         raise EnvError("Environment Modules is missing; install it with your system's package manager "
                        "(Debian/Ubuntu: apt-get install environment-modules)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    # Another apt or dpkg process (unattended-upgrades on a fresh machine) may hold the lock:
+    # wait for it rather than fail at once.
+    wait = ["-o", f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"]
     try:
-        run(["apt-get", "install", "-y", "-q", "environment-modules"], env=env)
+        run(["apt-get", *wait, "install", "-y", "-q", "environment-modules"], env=env)
     except EnvError:
-        run(["apt-get", "update", "-q"], env=env)
-        run(["apt-get", "install", "-y", "-q", "environment-modules"], env=env)
+        run(["apt-get", *wait, "update", "-q"], env=env)
+        run(["apt-get", *wait, "install", "-y", "-q", "environment-modules"], env=env)
 
 
 # --- the workflow through the venvs ------------------------------------------------------------------
