@@ -13,6 +13,7 @@ from pathlib import Path
 
 from radrank import metrics
 from radrank.errors import ConfigError
+from radrank.models import apply_remote_code_allow_list
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
 _NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
@@ -150,6 +151,7 @@ class Plan:
             for name in config.get(key, {}):
                 if name not in plan.all_metric_names():
                     raise ConfigError(f"config '{key}' names {name!r}, which is not among the configured metrics")
+        apply_remote_code_allow_list(config, plan.all_metric_names())  # the top-level list is the only switch
         plan._read_sheet(base_dir)
         plan._read_generation(base_dir)
         if not plan.submissions:
