@@ -790,3 +790,10 @@ def test_parquet_sex_that_is_not_text(tmp_path):
     path = tmp_path / "pairs.parquet"
     pd.DataFrame({"sample_id": ["a"], "reference": ["r"], "hypothesis": ["h"], "sex": [1]}).to_parquet(path)
     raises_input_error(path, "row 0", "field 'sex'", "must be text, found int")
+
+
+def test_csv_quote_inside_an_unquoted_field_is_text(ingest_write):
+    gt = ingest_write("gt.csv", 'study_id,report\n1,Nodule 2" in size\n2,He said "stable" here\n')
+    pred = ingest_write("pred.csv", "study_id,report\n1,x\n2,y\n")
+    pairs, _, _ = ingest_submission(pred, "findings", reference_path=gt, ref_section="full")
+    assert pairs["reference"].tolist() == ['Nodule 2" in size', 'He said "stable" here']
