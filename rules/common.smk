@@ -8,11 +8,13 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from radrank import metrics, provenance
+from radrank.models import check_workflow_weights
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan
 
 
 validate(config, "../schemas/config.schema.yaml")
 PLAN = Plan.from_config(config)
+check_workflow_weights(PLAN)  # a missing model fails here, in seconds, not a minute into a job
 CONFIG_HASH = provenance.stable_hash(config)
 
 

@@ -47,9 +47,10 @@ def ensure_installed() -> None:
         raise SlurmUnavailable(f"SLURM is not installed ({', '.join(missing)} missing) and cannot be "
                                "installed here (needs root and apt-get)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-q", "slurm-wlm", "munge"]
+    # wait for another apt/dpkg process holding the lock rather than fail at once
+    cmd = ["apt-get", "-o", "DPkg::Lock::Timeout=600", "install", "-y", "-q", "slurm-wlm", "munge"]
     if subprocess.run(cmd, env=env, capture_output=True).returncode != 0:
-        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True)
+        subprocess.run(["apt-get", "-o", "DPkg::Lock::Timeout=600", "update", "-q"], env=env, capture_output=True)
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SlurmUnavailable(f"apt-get install slurm-wlm munge failed:\n{proc.stderr[-2000:]}")

@@ -291,7 +291,7 @@ def test_one_run_executes_rules_in_envs_with_conflicting_pins(tmp_path):
         venv_python = envs.env_path(family) / "bin" / "python"
         assert record["env"] == family
         assert Path(record["sys_executable"]) == venv_python
-        assert Path(record["interpreter"]) == venv_python  # provenance's record of it
+        assert record["lock_key"] == envs.read_stamp(family)["key"]  # provenance's record of it
         assert record["python"].startswith("3.11.")
         locked = pins(family)
         assert record["transformers_imported"] == record["packages"]["transformers"] == locked["transformers"]
@@ -310,3 +310,58 @@ def test_the_wrapper_builds_the_families_the_config_needs(tmp_path, monkeypatch)
     custom = tmp_path / "config.yaml"
     custom.write_text(re.sub(r"(?m)^metrics:.*$", "metrics: [bleu2, bertscore, ratescore]", config))
     assert envs.config_families(["--cores", "2", "--configfile", str(custom)]) == ["core", "ratescore", "rexrank"]
+
+
+# --- the project inside the core env; system packages ----------------------------------------------
+
+
+def test_sysdeps_waits_for_the_apt_lock(monkeypatch):
+    calls = []
+    monkeypatch.setattr(envs, "module_init", lambda: None)
+    monkeypatch.setattr(envs.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(envs.shutil, "which", lambda name: f"/usr/bin/{name}")
+
+    def fake_run(cmd, env=None, quiet=False):
+        calls.append(cmd)
+        if cmd[-1] == "environment-modules" and len(calls) == 1:
+            raise envs.EnvError("no such package (lists not updated)")
+        return ""
+
+    monkeypatch.setattr(envs, "run", fake_run)
+    envs.sysdeps()
+    assert [c[3] for c in calls] == ["install", "update", "install"]
+    for cmd in calls:
+        assert cmd[:3] == ["apt-get", "-o", f"DPkg::Lock::Timeout={envs.APT_LOCK_TIMEOUT_S}"]
+    assert envs.APT_LOCK_TIMEOUT_S >= 300
+
+
+def test_project_installed_reads_the_editable_install_of_this_checkout(tmp_path, monkeypatch):
+    monkeypatch.setenv("RADRANK_ENVS_DIR", str(tmp_path))
+    site = tmp_path / "core/lib/python3.11/site-packages"
+    assert envs.project_installed("rexrank")  # not a project env: nothing to install
+    assert not envs.project_installed("core")
+    info = site / "radrank-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "direct_url.json").write_text(json.dumps({"url": "file:///elsewhere/radrank", "dir_info": {"editable": True}}))
+    assert not envs.project_installed("core")  # another checkout's install is re-pointed here
+    (info / "direct_url.json").write_text(json.dumps({"url": REPO.as_uri(), "dir_info": {"editable": True}}))
+    assert envs.project_installed("core")
+
+
+@needs_builds
+def test_project_env_gets_the_checkout_without_changing_its_key(tiny, monkeypatch, tmp_path):
+    monkeypatch.setattr(envs, "PROJECT_ENVS", ("tiny",))
+    first = envs.build("tiny")
+    venv = envs.env_path("tiny")
+    where = subprocess.run([str(venv / "bin/python"), "-c", "import radrank; print(radrank.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
+    assert where.stdout.strip() == str(REPO / "src/radrank/__init__.py"), where.stderr
+    assert (venv / "bin/radrank").exists()  # the console script
+    assert envs.build("tiny")["status"] == "up to date"
+    for info in venv.glob("lib/python*/site-packages/radrank-*.dist-info"):
+        shutil.rmtree(info)  # as in a venv built before the project was installed into it
+    again = envs.build("tiny")
+    assert again["status"] == "up to date (radrank installed into it)" and again["key"] == first["key"]
+    assert envs.project_installed("tiny")
+    has_six = [str(venv / "bin/python"), "-c", "import six"]
+    assert subprocess.run(has_six).returncode == 0  # the pins were not touched

@@ -650,3 +650,150 @@ def test_corrupt_parquet(ingest_write):
 def test_unknown_split_for_rexrank(ingest_write):
     path = ingest_write("sub.json", {"a": {"model_prediction": "x"}})
     raises_input_error(path, "unknown split 'impression'", split="impression")
+
+
+# =============================================================================================
+# Fidelity: texts as ReXrank's json_to_csv passes them on
+# =============================================================================================
+
+
+def test_rexrank_findings_keep_their_whitespace(ingest_write):
+    # CheXpert-Plus writes section_findings with surrounding newlines; json_to_csv keeps them, and
+    # ReXrank's BLEU-2 (split on single spaces) sees "\nthe" as a token of its own.
+    entries = {"a": {"model_prediction": "The lungs are clear.", "section_findings": "\nThe lungs are clear.\n",
+                     "section_impression": " Normal. "},
+               "b": {"model_prediction": "x", "section_findings": "  \n ", "section_impression": "\nStable.\n"}}
+    path = ingest_write("sub.json", entries)
+    findings, drops, _ = ingest_submission(path, "findings")
+    assert findings["reference"].tolist() == ["Findings: \nThe lungs are clear.\n"]
+    assert drops_as_tuples(drops) == [("b", "empty_reference", "dropped")]  # blank is still missing
+    reports, _, _ = ingest_submission(path, "reports")
+    assert reports["reference"].tolist() == ["Findings: \nThe lungs are clear.\n Impression:  Normal. ",
+                                             "Impression: \nStable.\n"]
+
+
+def test_rexrank_report_is_taken_verbatim(ingest_write):
+    report = "Findings: None. Impression: 1. SINGLE VIEW OF CHEST.\n2. NO PNEUMOTHORAX. "
+    path = ingest_write("sub.json", {"a": {"model_prediction": "x", "report": report}})
+    pairs, _, _ = ingest_submission(path, "reports")
+    assert pairs["reference"].tolist() == [report]
+
+
+def test_whitespace_kept_changes_bleu2_as_in_rexrank(ingest_write):
+    from radrank.metrics import bleu2
+
+    hyp = "the lungs are clear . no effusion ."
+    path = ingest_write("sub.json", {"a": {"model_prediction": hyp,
+                                           "section_findings": "\nThe lungs are clear. No effusion.\n"}})
+    pairs, _, _ = ingest_submission(path, "findings")
+    kept = bleu2.score_texts(pairs["reference"], pairs["hypothesis"])[0]
+    stripped = bleu2.score_texts(["Findings: The lungs are clear. No effusion."], [hyp])[0]
+    assert kept != pytest.approx(stripped)  # "\nthe" is not "the": the score ReXrank publishes
+
+
+# =============================================================================================
+# Robustness: each bad input is one error naming file, field and row
+# =============================================================================================
+
+
+def test_deeply_nested_json_names_case_and_field(ingest_write):
+    deep = "[" * 100_000 + "]" * 100_000
+    path = ingest_write("sub.json", '{"a": {"model_prediction": "x"},\n "b": {"model_prediction": "y", '
+                                    f'"extra": {deep}}}}}')
+    err = raises_input_error(path, "row b", "field 'extra'", "JSON nests deeper than 64 levels (line 2)")
+    assert (err.row, err.field) == ("b", "extra")
+
+
+def test_moderately_nested_unused_field_is_ignored(ingest_write):
+    path = ingest_write("sub.json", '{"a": {"model_prediction": "x", "section_findings": "y", '
+                                    '"extra": ' + "[" * 200 + "]" * 200 + '}}')
+    pairs, _, _ = ingest_submission(path, "findings")
+    assert pairs["sample_id"].tolist() == ["a"]
+
+
+@pytest.mark.parametrize("constant", ["Infinity", "-Infinity"])
+@pytest.mark.parametrize("field", ["model_prediction", "section_findings", "report"])
+def test_json_infinity_in_a_text_field_is_an_error(ingest_write, constant, field):
+    entry = {"model_prediction": '"x"', "section_findings": '"y"', field: constant}
+    body = ", ".join(f'"{k}": {v}' for k, v in entry.items())
+    path = ingest_write("sub.json", '{"a": {"model_prediction": "x"}, "b": {' + body + "}}")
+    err = raises_input_error(path, "row b", f"field '{field}'", f"{constant} is not text")
+    assert (err.row, err.field) == ("b", field)
+
+
+def test_json_nan_is_missing_as_in_rexrank_files(ingest_write):
+    path = ingest_write("sub.json", '{"a": {"model_prediction": "x", "section_findings": NaN}, '
+                                    '"b": {"model_prediction": NaN, "section_findings": "y"}}')
+    pairs, drops, _ = ingest_submission(path, "findings", empty_hypothesis="score")
+    assert pairs[["sample_id", "hypothesis"]].values.tolist() == [["b", ""]]
+    assert drops_as_tuples(drops) == [("a", "empty_reference", "dropped"), ("b", "empty_hypothesis",
+                                                                            "scored_as_empty")]
+
+
+@pytest.mark.parametrize("value", [5, 0, 2.5, -1])
+@pytest.mark.parametrize("field", ["model_prediction", "section_findings", "section_impression", "report"])
+def test_numeric_text_field_is_an_error(ingest_write, field, value):
+    entry = {"model_prediction": "x", "section_findings": "y", field: value}
+    path = ingest_write("sub.json", {"a": {"model_prediction": "x"}, "b": entry})
+    err = raises_input_error(path, "row b", f"field '{field}'", f"must be text, found a number ({value!r})")
+    assert (err.row, err.field) == ("b", field)
+
+
+@pytest.mark.parametrize("key", ["", "  "])
+def test_empty_case_id_is_an_error(ingest_write, key):
+    path = ingest_write("sub.json", {"a": {"model_prediction": "x", "section_findings": "y"},
+                                     key: {"model_prediction": "x", "section_findings": "y"}})
+    raises_input_error(path, f"row {key!r}", "case id (the key of entry 1, counted from 0) is empty")
+
+
+def test_csv_unclosed_quote_is_an_error_not_one_long_report(ingest_write):
+    gt = ingest_write("gt.csv", "study_id,report\n1,a\n2,b\n3,c\n4,d\n")
+    pred = ingest_write("pred.csv", 'study_id,report\n1,ok\n2,"Findings: clear\n3,Findings: effusion\n4,ok\n')
+    err = raises_input_error(pred, "row 3", "field 'report'", "quoted field opened in this record is never closed",
+                             reference_path=gt)
+    assert (err.row, err.field) == (3, "report")
+
+
+def test_csv_quote_closed_on_a_later_line_is_an_error(ingest_write):
+    gt = ingest_write("gt.csv", "study_id,report\n1,a\n2,b\n3,c\n")
+    pred = ingest_write("pred.csv", 'study_id,report\n1,"ok\n2,"Findings: effusion"\n3,ok\n')
+    raises_input_error(pred, "row 2", "field 'report'", "malformed quoting", reference_path=gt)
+
+
+def test_csv_multiline_quoted_report_still_reads(ingest_write):
+    gt = ingest_write("gt.csv", 'study_id,report\n1,"Findings: a\nsecond line, with ""quotes"""\n2,b\n')
+    pred = ingest_write("pred.csv", "study_id,report\n1,x\n2,y\n")
+    pairs, _, _ = ingest_submission(pred, "findings", reference_path=gt, ref_section="full")
+    assert pairs["reference"].tolist() == ['Findings: a second line, with "quotes"', "b"]
+
+
+@pytest.mark.parametrize("age", ["old", "82 years", True])
+def test_parquet_age_that_is_not_a_number(tmp_path, age):
+    path = tmp_path / "pairs.parquet"
+    pd.DataFrame({"sample_id": ["a", "b"], "reference": ["r", "r"], "hypothesis": ["h", "h"],
+                  "age": ["71", age] if isinstance(age, str) else [False, age]}).to_parquet(path)
+    row = 1 if isinstance(age, str) else 0
+    err = raises_input_error(path, f"row {row}", "field 'age'", "must be a number of years")
+    assert (err.row, err.field) == (row, "age")
+
+
+def test_parquet_age_as_number_or_numeric_text(tmp_path):
+    path = tmp_path / "pairs.parquet"
+    pd.DataFrame({"sample_id": ["a", "b", "c"], "reference": ["r"] * 3, "hypothesis": ["h"] * 3,
+                  "age": ["71", None, "nan"], "sex": ["F", None, "M"]}).to_parquet(path)
+    pairs, _, _ = ingest_submission(path, "findings")
+    assert pairs["age"].tolist()[0] == 71.0 and pairs["age"].isna().tolist() == [False, True, True]
+    assert pairs["sex"].tolist() == ["F", None, "M"]
+
+
+def test_parquet_sex_that_is_not_text(tmp_path):
+    path = tmp_path / "pairs.parquet"
+    pd.DataFrame({"sample_id": ["a"], "reference": ["r"], "hypothesis": ["h"], "sex": [1]}).to_parquet(path)
+    raises_input_error(path, "row 0", "field 'sex'", "must be text, found int")
+
+
+def test_csv_quote_inside_an_unquoted_field_is_text(ingest_write):
+    gt = ingest_write("gt.csv", 'study_id,report\n1,Nodule 2" in size\n2,He said "stable" here\n')
+    pred = ingest_write("pred.csv", "study_id,report\n1,x\n2,y\n")
+    pairs, _, _ = ingest_submission(pred, "findings", reference_path=gt, ref_section="full")
+    assert pairs["reference"].tolist() == ['Nodule 2" in size', 'He said "stable" here']

@@ -328,3 +328,37 @@ def test_view_header_opens_findings_only_at_line_start():
     assert parse_section(text, "findings") == "Lungs clear. AP: portable."
     assert parse_section("AP:\nPortable view, lungs clear.\nIMPRESSION: Normal.", "findings") == \
         "Portable view, lungs clear."
+
+
+# -- placeholder sections (ReXrank exports write "Findings: None." for an absent section) ---------
+
+
+@pytest.mark.parametrize("placeholder", ["None.", "None", "none", "N/A", "n/a.", "NA", "nan", "null", "Nil.",
+                                         "Not applicable.", "-", "  None .  "])
+def test_placeholder_section_is_missing_and_falls_back(placeholder):
+    text = f"Findings: {placeholder} Impression: 1. Stable bilateral chest tubes. 2. No pneumothorax."
+    assert parse_section(text, "findings") == "1. Stable bilateral chest tubes. 2. No pneumothorax."
+    assert parse_section(text, "impression") == "1. Stable bilateral chest tubes. 2. No pneumothorax."
+    assert parse_section(text, "both") == "1. Stable bilateral chest tubes. 2. No pneumothorax."
+    assert "findings" not in split_sections(text)[0]
+    assert parse_section(f"Findings: Lungs clear. Impression: {placeholder}", "impression") == "Lungs clear."
+
+
+def test_placeholder_in_every_section_leaves_nothing():
+    assert parse_section("Findings: None. Impression: N/A", "findings") == ""
+    assert parse_section("Indication: None.", "indication") == ""
+
+
+def test_placeholder_never_replaces_a_real_occurrence():
+    assert parse_section("Impression: Small effusion. Findings: clear. Impression: None.", "impression") == \
+        "Small effusion."
+
+
+def test_words_that_only_start_like_a_placeholder_are_text():
+    assert parse_section("Findings: None of the lines has moved. Impression: Stable.", "findings") == \
+        "None of the lines has moved."
+    assert parse_section("Findings: No. Impression: x", "findings") == "No."
+
+
+def test_full_keeps_placeholders_as_written():
+    assert parse_section("Findings: None. Impression: Stable.", "full") == "Findings: None. Impression: Stable."

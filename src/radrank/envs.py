@@ -60,6 +60,11 @@ EXCLUDED = ("torchvision",)  # pulled by radeval's metadata; replaces the CPU to
 MODULE_PREFIX = "radrank"
 STAMP = ".radrank-env.json"
 KEY_FORMAT = 1  # bump when the way a venv is built changes
+# Envs that also get this checkout installed (editable, no dependencies: the pins stay exactly the
+# lock): `import radrank` and the `radrank` command work there. Not part of the key: a venv built
+# before, or by another checkout, is only (re)pointed here, never rebuilt.
+PROJECT_ENVS = ("core",)
+APT_LOCK_TIMEOUT_S = 600  # sysdeps waits this long for another apt/dpkg process to finish
 PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]*\])?==([A-Za-z0-9._+!-]+)$")
 MODULE_INITS = (
     "{MODULESHOME}/init/bash",
@@ -443,9 +448,15 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
     dest = env_path(family)
     write_modulefiles()
     if not force and _stamp_matches(dest, key):
-        return {"family": family, "status": "up to date", "key": key, "seconds": time.perf_counter() - start}
+        status = "up to date"
+        if not project_installed(family):  # built before PROJECT_ENVS, or by another checkout
+            with locked(family):
+                install_project(family)
+            status = "up to date (radrank installed into it)"
+        return {"family": family, "status": status, "key": key, "seconds": time.perf_counter() - start}
     with locked(family):
         if not force and _stamp_matches(dest, key):  # built while we waited
+            install_project(family)
             return {"family": family, "status": "up to date", "key": key, "waited": True,
                     "seconds": time.perf_counter() - start}
         uv = find_uv()
@@ -467,6 +478,7 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
                 # metadata pins, which the CPU-resolved lock cannot list.
                 run([uv, "pip", "install", "--quiet", "--python", str(python), *options, "-c", str(req),
                      rewrites["torch"]])
+        install_project(family)
         version = run([str(python), "-c", "import platform; print(platform.python_version())"], quiet=True).strip()
         seconds = time.perf_counter() - start
         stamp = {"family": family, "key": key, "torch": variant, "python": version,
@@ -474,6 +486,29 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
                  "env_file": str(env_file(family))}
         _write_atomic(dest / STAMP, json.dumps(stamp, indent=1) + "\n")
     return {"family": family, "status": "built", "key": key, "seconds": seconds, "python": version}
+
+
+def project_installed(family: str) -> bool:
+    """True when ``family`` needs no project install, or has this checkout installed (editable)."""
+    if family not in PROJECT_ENVS or not (REPO / "pyproject.toml").is_file():
+        return True
+    for direct_url in env_path(family).glob("lib/python*/site-packages/radrank-*.dist-info/direct_url.json"):
+        try:
+            url = json.loads(direct_url.read_text()).get("url", "")
+        except (OSError, ValueError):
+            continue
+        if url.rstrip("/") == REPO.as_uri():
+            return True
+    return False
+
+
+def install_project(family: str) -> None:
+    """Install this checkout into the venv of ``family`` (editable, --no-deps) when it should have it
+    and does not: the pins come from the env file alone, the project adds no package."""
+    if project_installed(family):
+        return
+    python = env_path(family) / "bin" / "python"
+    run([find_uv(), "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--editable", str(REPO)])
 
 
 def _stamp_matches(dest: Path, key: str) -> bool:
@@ -550,11 +585,14 @@ def sysdeps() -> None:
         raise EnvError("Environment Modules is missing; install it with your system's package manager "
                        "(Debian/Ubuntu: apt-get install environment-modules)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    # Another apt or dpkg process (unattended-upgrades on a fresh machine) may hold the lock:
+    # wait for it rather than fail at once.
+    wait = ["-o", f"DPkg::Lock::Timeout={APT_LOCK_TIMEOUT_S}"]
     try:
-        run(["apt-get", "install", "-y", "-q", "environment-modules"], env=env)
+        run(["apt-get", *wait, "install", "-y", "-q", "environment-modules"], env=env)
     except EnvError:
-        run(["apt-get", "update", "-q"], env=env)
-        run(["apt-get", "install", "-y", "-q", "environment-modules"], env=env)
+        run(["apt-get", *wait, "update", "-q"], env=env)
+        run(["apt-get", *wait, "install", "-y", "-q", "environment-modules"], env=env)
 
 
 # --- the workflow through the venvs ------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Every write goes to a temporary file in the target folder and is renamed into
 place only when complete, so an interrupted job never leaves a file that looks
-finished.
+finished. The file gets the mode any other tool would give it (0666 less the
+umask), not the 0600 of a temporary file.
 """
 
 from __future__ import annotations
@@ -10,10 +11,30 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 PROVENANCE_KEY = b"radrank"
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def file_mode() -> int:
+    """The mode open() gives a new file here: 0o666 less the process umask."""
+    with _UMASK_LOCK:  # reading the umask means setting it; no other thread may see the 0
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def make_ordinary(fd_or_path) -> None:
+    """Give a mkstemp file (always 0600) the mode an ordinary new file would have."""
+    if isinstance(fd_or_path, int):
+        os.fchmod(fd_or_path, file_mode())
+    else:
+        os.chmod(fd_or_path, file_mode())
 
 
 @contextmanager
@@ -26,7 +47,10 @@ def atomic_path(path):
     for stale in path.parent.glob(f".{path.name}.*.part"):
         stale.unlink(missing_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
+    try:
+        make_ordinary(fd)
+    finally:
+        os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -31,6 +31,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from radrank import io as radrank_io
+
 FORMAT = 1  # bump if the meaning of an entry changes
 ENV_VAR = "RADRANK_JUDGE_CACHE"
 _OFF = ("off", "none", "false", "no", "0", "disabled")
@@ -98,6 +100,7 @@ class ResponseCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".part", dir=path.parent)
             try:
+                radrank_io.make_ordinary(fd)  # readable by the group like any cache file, not 0600
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     json.dump({"format": FORMAT, **entry}, f, ensure_ascii=False, sort_keys=True)
                 os.replace(tmp, path)

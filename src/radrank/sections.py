@@ -15,6 +15,11 @@ Rules (documented in the README, tested in tests/test_sections.py):
   and CLINICAL INDICATION are the indication; view descriptions written in upper
   case ("PA AND LATERAL VIEWS OF THE CHEST:") open the findings.
 * When a section occurs more than once, the last occurrence wins.
+* A section whose whole text is a placeholder — None, N/A, NA, nan, null, nil,
+  "not applicable", "not available", "-" (any case, with or without a final
+  period) — is missing: "Findings: None. Impression: ..." has no findings, so
+  findings falls back to the impression. ReXrank's exports write such
+  placeholders for absent sections.
 * findings falls back to impression; impression falls back to findings; both
   joins the two with one space; indication never falls back ("" when absent).
   A text with no header at all is one unlabelled body: findings, impression
@@ -54,6 +59,11 @@ _VIEW_HEADERS = (
     "CHEST PA AND LATERAL", "AP", "PA", "AP PORTABLE", "PORTABLE AP", "PORTABLE AP CHEST",
     "AP CHEST", "AP UPRIGHT", "SUPINE AP", "UPRIGHT AP", "PORTABLE CHEST", "SINGLE FRONTAL VIEW OF THE CHEST",
 )
+
+# A section text that only says the section is absent (compared lower-cased, whitespace
+# collapsed, without final periods).
+_PLACEHOLDERS = frozenset({"", "none", "n/a", "na", "nan", "null", "nil", "not applicable",
+                           "not available", "-", "--"})
 
 _CANONICAL = {alias: section for section, aliases in _ALIASES.items() for alias in aliases}
 _VIEW_SET = frozenset(_VIEW_HEADERS)
@@ -120,8 +130,15 @@ def split_sections(text: str) -> tuple[dict[str, str], bool]:
         end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
         key = normalize_whitespace(m.group("name")).upper()
         canonical = "findings" if key in _VIEW_SET else _CANONICAL[key]
-        sections[canonical] = normalize_whitespace(text[m.end(): end])
+        body = normalize_whitespace(text[m.end(): end])
+        if not is_placeholder(body):  # a placeholder never replaces a real occurrence
+            sections[canonical] = body
     return sections, True
+
+
+def is_placeholder(section_text: str) -> bool:
+    """True when a section's text only says it is absent ("None.", "N/A", "nan", "-", ...)."""
+    return normalize_whitespace(section_text).rstrip(".").strip().lower() in _PLACEHOLDERS
 
 
 @lru_cache(maxsize=65536)

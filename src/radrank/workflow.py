@@ -13,6 +13,7 @@ from pathlib import Path
 
 from radrank import metrics
 from radrank.errors import ConfigError
+from radrank.models import apply_remote_code_allow_list
 
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
 _NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
@@ -22,7 +23,14 @@ MODEL_COLUMNS = ("model", "name", "date", "institution", "url")
 
 
 def read_sheet(path, required, optional=()):
-    """Read a TSV/CSV sheet as strings; blank cells become ""."""
+    """Read a TSV/CSV sheet as stripped strings; blank cells become "".
+
+    Blank lines and lines starting with ``#`` are skipped. A row with more cells than the header
+    (a stray tab or comma) is an error naming the row, its line and the extra cells; empty cells
+    after the last column are ignored.
+    """
+    import csv
+
     import pandas as pd
 
     path = Path(path)
@@ -30,10 +38,30 @@ def read_sheet(path, required, optional=()):
         raise ConfigError(f"sheet {path} does not exist")
     sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     try:
-        df = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, comment="#")
-    except Exception as e:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"sheet {path} cannot be read: {e}") from None
-    df.columns = [c.strip() for c in df.columns]
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise ConfigError(f"sheet {path} is empty: it needs a header line {list(required)}")
+    try:
+        cells = [[c.strip() for c in row] for row in csv.reader((line for _, line in lines), delimiter=sep,
+                                                                  strict=True)]
+    except csv.Error as e:
+        raise ConfigError(f"sheet {path} cannot be read: {e}") from None
+    header, body = cells[0], cells[1:]
+    what = "tab" if sep == "\t" else "comma"
+    rows = []
+    for i, ((line_no, _), row) in enumerate(zip(lines[1:], body), start=1):
+        extra = row[len(header):]
+        if any(extra):
+            raise ConfigError(
+                f"sheet {path}, row {i} (line {line_no}): {len(row)} cells but the header has {len(header)} "
+                f"columns ({', '.join(header)}); extra {extra[:3]} — a stray {what}? Cells are separated by "
+                f"one {what}; leave a cell empty, never skip it")
+        rows.append(row[:len(header)] + [""] * (len(header) - len(row)))
+    df = pd.DataFrame(rows, columns=header, dtype=object)
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise ConfigError(f"sheet {path} lacks column(s) {missing}; it has {list(df.columns)}")
@@ -43,7 +71,7 @@ def read_sheet(path, required, optional=()):
     for col in optional:
         if col not in df.columns:
             df[col] = ""
-    return df.apply(lambda s: s.str.strip())
+    return df
 
 
 def metric_closure(requested) -> list[str]:
@@ -123,6 +151,7 @@ class Plan:
             for name in config.get(key, {}):
                 if name not in plan.all_metric_names():
                     raise ConfigError(f"config '{key}' names {name!r}, which is not among the configured metrics")
+        apply_remote_code_allow_list(config, plan.all_metric_names())  # the top-level list is the only switch
         plan._read_sheet(base_dir)
         plan._read_generation(base_dir)
         if not plan.submissions:

@@ -1,8 +1,8 @@
 """ReXrank submission JSON, read as ReXrank-metric's json_to_csv reads it.
 
 * study_id is the entry's position in the file (0, 1, 2, ...); case_id is its key.
-* findings split: reference = "Findings: " + section_findings, or "" when the
-  findings are missing.
+* findings split: reference = "Findings: " + section_findings exactly as written
+  (no whitespace is stripped), or "" when the findings are missing.
 * reports split: reference = the entry's ``report`` when present and not
   missing, else "Findings: {f}" and "Impression: {i}" (each only when present)
   joined by one space.
@@ -10,13 +10,18 @@
   empty prediction).
 
 "Missing" follows :func:`radrank.text.is_missing` (null, NaN, "nan", "None",
-"null", blank). A text field holding anything but a string or a number (a list,
-an object, true/false) is an error, and so is a key repeated in one JSON object.
+"null", blank); ReXrank's own files write NaN for an absent section. A text field
+holding anything else that is not a string — a number, a list, an object,
+true/false — is an error: a number is never a report, and scoring its digits
+would hide a broken export. So is ``Infinity`` in a text field (not JSON, and
+no report), an empty case id, a key repeated in one JSON object, and nesting deeper
+than :data:`MAX_DEPTH` (a submission's entries hold flat text fields).
 """
 
 from __future__ import annotations
 
 import json
+import math
 
 from radrank.errors import InputError
 from radrank.ingest.detect import decode_utf8, read_bytes
@@ -24,6 +29,7 @@ from radrank.text import clean
 
 SPLITS = ("findings", "reports")
 _TEXT_FIELDS = ("model_prediction", "section_findings", "section_impression", "report", "context")
+MAX_DEPTH = 64  # where an unreadable nesting is reported; real entries nest 3 levels
 
 
 def _duplicate_key_hook(found: list):
@@ -53,13 +59,61 @@ def _check_duplicates(path, data, found: list) -> None:
     raise InputError(path, f"key {key!r} appears twice in one JSON object")
 
 
+class _NonFinite(str):
+    """``Infinity`` / ``-Infinity`` in the file: kept as a marker so that the entry and field that
+    hold it can be named (NaN stays NaN: ReXrank's "missing")."""
+
+
+def _parse_constant(constant: str):
+    return math.nan if constant == "NaN" else _NonFinite(constant)
+
+
+def _deep_point(text: str, limit: int) -> tuple[int, str | None, str | None]:
+    """(offset, case id, field) where brackets first nest deeper than ``limit``, skipping strings;
+    (-1, None, None) if they never do. Used only to locate a nesting the parser could not read."""
+    depth, in_string, escaped, start, key_depth, last = 0, False, False, 0, 0, ""
+    keys: dict = {1: None, 2: None}
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+                if key_depth:
+                    keys[key_depth] = text[start + 1:i]
+                    if key_depth == 1:
+                        keys[2] = None
+                last = '"'
+            continue
+        if ch.isspace():
+            continue
+        if ch == '"':
+            in_string, start = True, i
+            key_depth = depth if depth in (1, 2) and last in ("{", ",") else 0
+        last = ch
+        if ch in "[{":
+            depth += 1
+            if depth > limit:
+                return i, keys[1], keys[2]
+        elif ch in "]}":
+            depth -= 1
+    return -1, None, None
+
+
 def load(path) -> dict:
     text = decode_utf8(path, read_bytes(path))
     found: list = []
     try:
-        data = json.loads(text, object_pairs_hook=_duplicate_key_hook(found))
+        data = json.loads(text, object_pairs_hook=_duplicate_key_hook(found), parse_constant=_parse_constant)
     except json.JSONDecodeError as e:
         raise InputError(path, f"is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:
+        offset, case, field = _deep_point(text, MAX_DEPTH)
+        line = text.count("\n", 0, max(offset, 0)) + 1
+        raise InputError(path, f"JSON nests deeper than {MAX_DEPTH} levels (line {line}); an entry holds flat "
+                         "text fields (model_prediction, section_findings, ...)", row=case, field=field) from None
     if not isinstance(data, dict):
         raise InputError(path, f"top level must be a JSON object keyed by case id, found {type(data).__name__}")
     _check_duplicates(path, data, found)
@@ -69,13 +123,17 @@ def load(path) -> dict:
 
 
 def reference_for(entry: dict, split: str) -> str:
-    findings = clean(entry.get("section_findings")).strip()
+    # Texts are used as written, surrounding whitespace and newlines included, as json_to_csv
+    # does: ReXrank's BLEU-2 splits on single spaces, so "Findings: \nThe lungs" and
+    # "Findings: The lungs" tokenise differently (61 of CheXpert-Plus's 62 findings have such
+    # whitespace). Only the emptiness test looks at the stripped text (radrank.text.is_missing).
+    findings = clean(entry.get("section_findings"))
     if split == "findings":
         return f"Findings: {findings}" if findings else ""
-    report = clean(entry.get("report")).strip()
+    report = clean(entry.get("report"))
     if report:
         return report
-    impression = clean(entry.get("section_impression")).strip()
+    impression = clean(entry.get("section_impression"))
     parts = []
     if findings:
         parts.append(f"Findings: {findings}")
@@ -91,14 +149,23 @@ def read(path, split: str) -> list[dict]:
     data = load(path)
     records = []
     for position, (case_id, entry) in enumerate(data.items()):
+        if not case_id.strip():
+            raise InputError(path, f"case id (the key of entry {position}, counted from 0) is empty",
+                             row=repr(case_id))
         if not isinstance(entry, dict):
             raise InputError(path, f"entry must be a JSON object, found {type(entry).__name__}", row=case_id)
         if "model_prediction" not in entry:
             raise InputError(path, "required field is missing", field="model_prediction", row=case_id)
         for field in _TEXT_FIELDS:
             value = entry.get(field)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int, float))):
-                raise InputError(path, f"must be text, found {type(value).__name__}", field=field, row=case_id)
+            if isinstance(value, _NonFinite):
+                raise InputError(path, f"{value} is not text: write the report as a string, or null when it is "
+                                 "missing", field=field, row=case_id)
+            if isinstance(value, str) or value is None or (isinstance(value, float) and math.isnan(value)):
+                continue  # text, or missing (null / NaN)
+            found = f"a number ({value!r})" if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                else type(value).__name__
+            raise InputError(path, f"must be text, found {found}", field=field, row=case_id)
         records.append(
             {
                 "sample_id": str(case_id),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 
 from radrank.errors import InputError
 from radrank.ingest.detect import decode_utf8, read_bytes
@@ -36,16 +37,43 @@ def _read_csv_rows(path) -> list[dict]:
     delimiter = "\t" if header_line.count("\t") > header_line.count(",") else ","
     if csv.field_size_limit() < len(text):  # one field may hold a very long report; max_chars applies later
         csv.field_size_limit(len(text) + 1)
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    # strict: a quote that is opened and never closed is an error, not a field that swallows every
+    # later line of the file into one report.
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
+    ended = [0]  # line where the last complete record ended
     try:
-        return _collect_rows(path, reader)
+        return _collect_rows(path, reader, ended)
     except csv.Error as e:
-        raise InputError(path, f"is not a readable CSV near line {reader.line_num}: {e}") from None
+        start = ended[0] + 1
+        lines = text.split("\n")  # the csv module's line count: \n ends a line
+        line = lines[start - 1].rstrip("\r") if start <= len(lines) else ""
+        field = _quoted_field(line, reader.fieldnames or [], delimiter)
+        if "unexpected end of data" in str(e):
+            why = ("a quoted field opened in this record is never closed: an unclosed quote (\") would swallow "
+                   "every later line into one report; close it, or write a quote inside a quoted field as two "
+                   "(\"\")")
+        else:
+            why = (f"malformed quoting ({e}): a quote opened in this record closes on a later line, or a quote "
+                   "inside a quoted field is not written as two (\"\")")
+        raise InputError(path, f"is not a readable CSV: {why}", row=start, field=field) from None
 
 
-def _collect_rows(path, reader: csv.DictReader) -> list[dict]:
+def _quoted_field(line: str, header: list, delimiter: str) -> str | None:
+    """The column whose value opens a quote on ``line`` (the start of a badly quoted record), if known."""
+    for pos, ch in enumerate(line):
+        if ch == '"' and (pos == 0 or line[pos - 1] == delimiter):
+            try:
+                index = len(next(csv.reader([line[:pos] + "x"], delimiter=delimiter))) - 1
+            except (csv.Error, StopIteration):
+                return None
+            return header[index].strip() if index < len(header) else None
+    return None
+
+
+def _collect_rows(path, reader: csv.DictReader, ended: list) -> list[dict]:
     if reader.fieldnames is None:
         raise InputError(path, "CSV has no header row")
+    ended[0] = reader.line_num
     header = [h.strip() for h in reader.fieldnames]
     for col in CSV_REQUIRED:
         if col not in header:
@@ -56,6 +84,7 @@ def _collect_rows(path, reader: csv.DictReader) -> list[dict]:
         # (the header is line 1; a quoted field may span several lines).
         values = [v for v in row.values() if isinstance(v, str)] + list(row.get(None) or [])
         line = reader.line_num - sum(v.count("\n") for v in values)
+        ended[0] = reader.line_num
         if None in row:
             raise InputError(path, "row has more fields than the header", row=line)
         rows.append({k.strip(): v for k, v in row.items()} | {_LINE: line})
@@ -165,6 +194,34 @@ def read_parquet_pairs(path, ref_section: str | None) -> list[dict]:
         }
         for col in PARQUET_OPTIONAL[1:]:
             if col in row:
-                record[col] = row[col]
+                record[col] = _context_value(path, col, row[col], i)
         records.append(record)
     return records
+
+
+def _context_value(path, column: str, value, row: int):
+    """A parquet context column's value: ``age`` a number (numeric text allowed), the others text;
+    missing stays missing (None / NaN)."""
+    import pandas as pd
+
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if column == "age":
+        if isinstance(value, bool):
+            raise InputError(path, f"must be a number of years, found {value!r}", field=column, row=row)
+        if isinstance(value, str):
+            if is_missing(value):
+                return None
+            try:
+                return float(value)
+            except ValueError:
+                raise InputError(path, f"must be a number of years, found {value!r}", field=column,
+                                 row=row) from None
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise InputError(path, f"must be a number of years, found {type(value).__name__} {value!r}",
+                             field=column, row=row) from None
+    if not isinstance(value, str):
+        raise InputError(path, f"must be text, found {type(value).__name__}", field=column, row=row)
+    return None if is_missing(value) else value

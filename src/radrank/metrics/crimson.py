@@ -58,7 +58,8 @@ What this module adds:
 Weights (hf backend): ``model`` is a Hugging Face id (found in the cache, or downloaded once
 when the hub is on) or a local directory, resolved by :func:`radrank.models.resolve` before
 torch is imported; a missing one raises MissingWeightsError naming
-``metric_settings.crimson.model``. ``trust_remote_code`` is only for ids on its allow-list.
+``metric_settings.crimson.model``. ``trust_remote_code`` is only for ids on its allow-list (in the
+workflow: the config's top-level ``trust_remote_code`` list, the only switch).
 Leave ``max_total_tokens`` unset (or well above the prompt's length): the engine cuts prompts
 longer than it from the right, which would drop the end of CRIMSON's prompt.
 """
@@ -108,7 +109,7 @@ SPEC = MetricSpec(
         "include_guidelines": "auto",  # auto | true | false (auto: false for the MedGemma-CRIMSON model)
         "hf_engine": True,  # hf: radrank's judge engine (False: the package's own pipeline)
         "revision": None,  # hf: hub revision (None: the cached / newest snapshot)
-        "trust_remote_code": [],  # hf: model ids allowed to run their own code
+        "trust_remote_code": [],  # hf: allow-list; the workflow fills it from the top-level config list
         "device": "auto",  # hf engine: auto = cuda:0 when available, else cpu
         "dtype": "auto",  # hf engine: auto = bf16 on CUDA (the package's), fp32 on the CPU
         "static_cache": "auto",  # hf engine: static KV cache + compiled decoding on CUDA

@@ -13,7 +13,8 @@ parser — nothing of them is rewritten here:
 * tokenizer options as upstream: ``add_eos_token=True``, left padding, the pad
   token = EOS. The model repository's own tokenizer is custom code
   (``CheXagentTokenizer``, a copy of Llama's sentencepiece tokenizer); it runs
-  only when the model id is on the ``trust_remote_code`` allow-list, else
+  only when the model id is on the ``trust_remote_code`` allow-list (in the workflow:
+  the config's top-level list, the only switch), else
   transformers' own Llama tokenizer reads the same files (``legacy`` and BOS as
   the repository's tokenizer_config says, by default as the custom class does:
   legacy sentencepiece behaviour, BOS added; EOS added as upstream asks);
@@ -87,7 +88,7 @@ SPEC = MetricSpec(
     settings={
         "model": "StanfordAIMI/GREEN-radllama2-7b",  # Hugging Face id or local directory
         "revision": None,  # hub revision (None: the cached / newest snapshot)
-        "trust_remote_code": [],  # model ids whose own tokenizer code may run (upstream's CheXagentTokenizer)
+        "trust_remote_code": [],  # allow-list (CheXagentTokenizer); the workflow fills it: top-level config list
         "max_new_tokens": 768,  # first answer's budget; a cut answer is asked again up to max_total_tokens
         "max_total_tokens": 2048,  # prompt + answer, upstream's max_length
         "batch_size": 128,  # rows per batch on CUDA (halved on out-of-memory); the CPU also caps tokens

@@ -8,7 +8,8 @@ with the margin loss −log σ(r_w − r_l − m). The paper's trained weights a
 public, so every part is a setting and a user plugs in their own checkpoint:
 
 * ``model`` — the backbone: a Hugging Face id or a local directory
-  (``AutoModelForCausalLM``; ``trust_remote_code`` only for ids on the allow-list);
+  (``AutoModelForCausalLM``; ``trust_remote_code`` only for ids on the allow-list, in the
+  workflow the config's top-level ``trust_remote_code`` list);
 * ``adapter`` — a LoRA adapter directory as ``peft``'s ``save_pretrained`` writes it
   (``adapter_config.json`` + ``adapter_model.safetensors``), or a hub id; None for a
   backbone that already contains the fine-tuning. With ``merge_adapter`` (default)
@@ -78,7 +79,7 @@ SPEC = MetricSpec(
         "chat_template": True,  # use the tokenizer's chat template (user turn) when it has one
         "max_report_words": 300,
         "max_length": 2048,  # tokens per input (longer inputs are cut at the end)
-        "trust_remote_code": [],  # allow-list of model ids
+        "trust_remote_code": [],  # allow-list of model ids; the workflow fills it from the top-level config list
         "batch_size": 32,
         "device": "auto",
         "dtype": "auto",  # auto: bf16 on CUDA, fp32 on the CPU

@@ -99,7 +99,7 @@ SPEC = MetricSpec(
         "max_report_words": 300,
         "max_new_tokens": 512,
         "max_total_tokens": 4096,  # local only: prompt + answer
-        "trust_remote_code": [],  # local only: allow-list of model ids
+        "trust_remote_code": [],  # local only: allow-list; the workflow fills it from the top-level config list
         "batch_size": 64,  # local only
         "device": "auto",  # local only
         "dtype": "auto",  # local only: bf16 on CUDA, fp32 on the CPU

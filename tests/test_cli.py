@@ -1,0 +1,117 @@
+"""The `radrank` command (radrank.cli) and what `pip install` declares (pyproject.toml)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from _workflow import make_workdir
+from radrank import cli, envs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def radrank(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "radrank.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, env={**__import__("os").environ, "PYTHONPATH": str(REPO / "src")})
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return make_workdir(tmp_path_factory.mktemp("cli") / "wd")
+
+
+def test_results_lists_every_leaderboard_and_the_report_with_absolute_paths(workdir):
+    out = radrank("results", cwd=workdir)
+    assert out.returncode == 0, out.stderr
+    for name in ("demo_cxr_findings.csv", "demo_cxr_reports.csv", "demo_clinic_findings.csv"):
+        assert f"{workdir / 'results/leaderboard' / name}  (not built yet)" in out.stdout
+    assert f"{workdir / 'results/report/report.md'}  (not built yet)" in out.stdout
+    assert "5 file(s) not built yet" in out.stdout
+    built = workdir / "results/leaderboard/demo_cxr_findings.csv"
+    built.parent.mkdir(parents=True)
+    built.write_text("Rank\n")
+    try:
+        out = radrank("results", cwd=workdir)
+        assert f"  {built}\n" in out.stdout and "4 file(s) not built yet" in out.stdout
+    finally:
+        built.unlink()
+
+
+def test_status_says_what_would_run(workdir):
+    out = radrank("status", cwd=workdir)
+    assert out.returncode == 0, out.stderr
+    assert "Environments the config needs" in out.stdout and "  core " in out.stdout
+    assert "Results: 0 of 5 final files exist" in out.stdout
+    table = out.stdout.split("What would run (`radrank run` starts it):\n", 1)[1]
+    assert "ingest" in table and "report" in table and table.strip().splitlines()[-1].split()[0] == "total"
+
+
+def test_run_passes_snakemake_arguments_through_on_the_here_route(workdir):
+    out = radrank("run", "--route", "here", "--dry-run", "--quiet", "rules", cwd=workdir)
+    assert out.returncode == 0, out.stderr
+    assert "route: here (environments needed: core)" in out.stderr
+    assert "-m snakemake --dry-run --quiet rules" in out.stderr
+    assert "Job stats" in out.stdout + out.stderr
+
+
+def test_run_with_a_bad_config_is_one_clear_error(workdir):
+    bad = workdir / "bad.yaml"
+    bad.write_text("submissions: config/submissions.tsv\nmetrics: [bleu2, nosuchmetric]\n")
+    out = radrank("run", "--configfile", str(bad), cwd=workdir)
+    assert out.returncode == 2
+    assert "unknown metric(s) ['nosuchmetric']" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_outside_a_checkout_is_one_clear_error(tmp_path):
+    out = radrank("status", cwd=tmp_path)
+    assert out.returncode == 2
+    assert f"{tmp_path} has no Snakefile: run radrank in the radrank checkout" in out.stderr
+
+
+def test_route_choice():
+    core_only = SimpleNamespace(envs=lambda: ["core"], generation_envs=lambda: [])
+    with_models = SimpleNamespace(envs=lambda: ["core", "rexrank"], generation_envs=lambda: [])
+    assert cli.choose_route("auto", core_only) == "here"  # snakemake is importable in the test env
+    assert cli.choose_route("auto", with_models) == "venv"
+    assert cli.choose_route("conda", core_only) == "conda"
+    assert cli.run_command("here", ["--cores", "4"], slurm=True)[1:] == [
+        "-m", "snakemake", "--workflow-profile", "profiles/slurm", "--cores", "4"]
+    assert cli.run_command("conda", [], slurm=False)[1:] == ["-m", "snakemake", "--sdm", "conda"]
+
+
+def test_config_files_follow_snakemake_arguments():
+    assert cli.config_files(["--cores", "2"]) == ["config/config.yaml"]
+    assert cli.config_files(["--configfile", "a.yaml", "b.yaml", "-n"]) == ["a.yaml", "b.yaml"]
+    assert cli.config_files(["--configfile=a.yaml"]) == ["a.yaml"]
+
+
+def test_job_table_reads_a_dry_run():
+    out = "Building DAG of jobs...\nJob stats:\njob      count\n-----  -----\ningest   2\ntotal    2\n\nJob stats:\n..."
+    assert cli.job_table(out) == ["job      count", "-----  -----", "ingest   2", "total    2"]
+    assert cli.job_table("Nothing to be done (all requested files are present and up to date).") == []
+
+
+# --- pip install -------------------------------------------------------------------------------------
+
+
+def test_pip_dependencies_are_the_core_env_and_every_family_is_an_extra():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert set(project["project"]["dynamic"]) == {"dependencies", "optional-dependencies"}
+    dynamic = project["tool"]["setuptools"]["dynamic"]
+    assert dynamic["dependencies"] == {"file": ["envs/requirements/core.in"]}
+    extras = dynamic["optional-dependencies"]
+    families = sorted(f for f in envs.families() if f != "core")
+    assert sorted(extras) == families
+    for family in families:
+        assert extras[family] == {"file": [f"envs/requirements/{family}.in"]}
+    assert "include envs/requirements/*.in" in (REPO / "MANIFEST.in").read_text()  # the sdist carries them
+    assert project["project"]["scripts"]["radrank"] == "radrank.cli:main"
+    core_in = (REPO / "envs/requirements/core.in").read_text()
+    for needed in ("snakemake", "rouge-score", "fast-bleu", "nltk"):  # what `snakemake --cores 2` imports
+        assert needed in core_in
