@@ -35,8 +35,10 @@ td.t,th.t{text-align:left}
 table.sortable th{cursor:pointer;user-select:none}table.sortable th:hover{background:#e9eef4}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 tr.accent td{background:#fdf1ef}
-td.text{text-align:left;min-width:18em;max-width:34em;white-space:pre-wrap;word-break:break-word}
-td.kv{text-align:left;font-size:12.5px;color:var(--muted)}
+td.text{text-align:left;min-width:15em;max-width:30em;white-space:pre-wrap;word-break:break-word}
+td.text.ctx{min-width:8em;max-width:13em;font-size:12.5px}
+td.text.judge{min-width:17em;white-space:normal;font-size:12.5px}
+td.kv{text-align:left;font-size:12.5px;color:var(--muted);white-space:nowrap}
 td.sig{font-weight:600}
 figure{margin:1em 0}svg.figure{max-width:100%;height:auto}
 figcaption{color:var(--muted);font-size:.92em;max-width:70em}

@@ -373,7 +373,7 @@ def _cases_part(group: Group, n_cases: int, part: Part):
         f"<p>For each model, its {n_cases} worst and {n_cases} best cases on {esc(rank_col.label)} (worst = "
         f"{direction} value; cases without a value are left out; ties broken by sample id), with every metric's "
         "per-sample value" + (" and the judges' explanations" if judges else "") + ".</p>")
-    header = ["Case", "Sample", rank_col.label, "Other metrics", "Reference", "Hypothesis", "Context"]
+    header = ["Case", "Scores", "Reference", "Hypothesis", "Context"]
     if judges:
         header.append("Judges")
     others = [c for c in group.columns if c.column != rank_col.column]
@@ -383,17 +383,19 @@ def _cases_part(group: Group, n_cases: int, part: Part):
             continue
         table_rows = []
         for _, r in rows.iterrows():
-            values = "<br>".join(f"{esc(c.label)}&nbsp;{num(r[c.column])}" for c in others)
-            row = [Cell(f"{r['kind']} {r['position']}"), Cell(r["sample_id"]),
-                   Cell(num(r[rank_col.column]), r[rank_col.column]), Cell(values, cls="kv", raw=True),
+            values = "<br>".join([f"<b>{esc(rank_col.label)}&nbsp;{num(r[rank_col.column])}</b>"]
+                                 + [f"{esc(c.label)}&nbsp;{num(r[c.column])}" for c in others])
+            row = [Cell(f"{esc(r['kind'])} {r['position']}<br><span class=\"muted\">{esc(r['sample_id'])}</span>",
+                        raw=True),
+                   Cell(values, cls="kv", raw=True),
                    Cell(_text(r.get("reference")), cls="text"), Cell(_text(r.get("hypothesis")), cls="text"),
-                   Cell(_context(r), cls="text")]
+                   Cell(_context(r), cls="text ctx")]
             if judges:
-                row.append(Cell("<br>".join(h for h in (_green_html(r), _crimson_html(r)) if h), cls="text",
+                row.append(Cell("<br>".join(h for h in (_green_html(r), _crimson_html(r)) if h), cls="text judge",
                                 raw=True))
             table_rows.append(row)
         scored = int(np.isfinite(group.values.loc[group.values["model"] == model, rank_col.column]).sum())
-        table = Table(header, table_rows, sortable=False, text_columns=(0, 1, *range(3, len(header))))
+        table = Table(header, table_rows, sortable=False, text_columns=range(len(header)))
         part.html.append(details(f"<b>{esc(names[model])}</b> <span class=\"badge\">{scored} scored cases</span>",
                                  table.html(), cls="model"))
 
