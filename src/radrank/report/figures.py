@@ -31,10 +31,42 @@ MAX_ANNOTATED = 12  # heat maps with more rows than this show colour only
 MAX_VECTOR_CELLS = 1600  # larger heat maps are one embedded PNG (data: URI), not a path per cell
 
 
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
+CHAR_IN = 0.066  # width of one 9 pt DejaVu Sans character, inches (margins are computed, not measured:
+#                  matplotlib's constrained layout measures every label and costs more than the drawing)
 
-    return Figure(figsize=(width, height), layout="constrained")
+
+def _label_width(labels) -> float:
+    return 0.15 + CHAR_IN * max((len(str(t)) for t in labels), default=1)
+
+
+class Grid:
+    """A figure of equal panels placed in inches: ``cols`` per row, a label margin on the left of each row."""
+
+    def __init__(self, n_panels, panel_w, panel_h, *, left, bottom=0.5, top=0.5, gap=0.25, right=0.25,
+                 max_cols=4, extra_right=0.0):
+        from matplotlib.figure import Figure
+
+        self.cols = max(1, min(n_panels, max_cols))
+        self.rows = max(1, -(-n_panels // self.cols))
+        self.width = left + self.cols * panel_w + (self.cols - 1) * gap + right + extra_right
+        self.height = top + self.rows * panel_h + (self.rows - 1) * (top + bottom) + bottom
+        self.fig = Figure(figsize=(self.width, self.height))
+        self.axes = []
+        for i in range(n_panels):
+            r, c = divmod(i, self.cols)
+            x0 = left + c * (panel_w + gap)
+            y0 = self.height - top - (r + 1) * panel_h - r * (top + bottom)
+            self.axes.append(self.fig.add_axes((x0 / self.width, y0 / self.height, panel_w / self.width,
+                                                panel_h / self.height)))
+
+    def title(self, text):
+        self.fig.text(0.08 / self.width, 1 - 0.08 / self.height, text, ha="left", va="top", fontsize=10)
+
+    def colorbar(self, mappable, ax, label):
+        box = ax.get_position()
+        cax = self.fig.add_axes((box.x1 + 0.15 / self.width, box.y0 + box.height * 0.1, 0.14 / self.width,
+                                 box.height * 0.8))
+        self.fig.colorbar(mappable, cax=cax, label=label)
 
 
 def to_svg(fig, name: str, title: str) -> str:
@@ -77,148 +109,8 @@ def clean_svg(svg: str, name: str, title: str) -> str:
     return svg.strip() + "\n"
 
 
-def _rows_height(n: int, per_row: float = 0.28, base: float = 1.3) -> float:
-    return base + per_row * max(n, 1)
-
-
 def _fmt(x: float) -> str:
     return "–" if not np.isfinite(x) else f"{x:.3g}"
-
-
-# --- rank uncertainty ---------------------------------------------------------------------------------
-
-
-def rank_figure(names: list, distribution: np.ndarray, point: np.ndarray, lower: np.ndarray, upper: np.ndarray,
-                *, name: str, title: str) -> str:
-    """P(rank = k) as a heat map (models best first × ranks), the point rank as a dot and the rank
-    interval as a line over it."""
-    import matplotlib
-
-    n = len(names)
-    with matplotlib.rc_context(RC):
-        fig = _figure(min(2.8 + 0.32 * n, 11), _rows_height(n))
-        ax = fig.add_subplot()
-        im = _cells(ax, distribution, cmap="Blues", vmin=0, vmax=1, x0=1.0, y0=1.0)
-        ax.hlines(np.arange(1, n + 1), lower, upper, color=ACCENT, linewidth=2)
-        ax.plot(point, np.arange(1, n + 1), "o", color=ACCENT, markersize=4)
-        if n <= MAX_ANNOTATED:
-            for i in range(n):
-                for k in range(n):
-                    p = distribution[i, k]
-                    if p >= 0.005:
-                        ax.text(k + 1, i + 1 - 0.22, f"{p:.2f}", ha="center", va="center", fontsize=7,
-                                color="white" if p > 0.6 else "#222")
-        ax.set_yticks(np.arange(1, n + 1), labels=names)
-        ax.set_xticks(np.arange(1, n + 1))
-        ax.set_xlim(0.5, n + 0.5)
-        ax.set_ylim(n + 0.5, 0.5)
-        ax.set_xlabel("rank on a bootstrap resample")
-        fig.colorbar(im, ax=ax, label="P(rank = k)", shrink=0.8)
-        ax.set_title(title, loc="left")
-    return to_svg(fig, name, title)
-
-
-# --- forest plot and distributions ---------------------------------------------------------------------
-
-
-def _grid(k: int, max_cols: int = 4):
-    cols = min(k, max_cols)
-    return (k + cols - 1) // cols, cols
-
-
-def forest_figure(names: list, panels: list, *, name: str, title: str) -> str:
-    """One panel per leaf: point estimate and interval per model, models best first (shared).
-
-    ``panels``: dicts with label, estimate, lower, upper (arrays in ``names`` order), higher_is_better,
-    accent (the rank leaf).
-    """
-    import matplotlib
-
-    n = len(names)
-    rows, cols = _grid(len(panels))
-    with matplotlib.rc_context(RC):
-        fig = _figure(2.4 + 2.6 * cols, rows * _rows_height(n, 0.26, 0.9))
-        axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
-        y = np.arange(n)
-        for i, ax in enumerate(axes.ravel()):
-            if i >= len(panels):
-                ax.set_visible(False)
-                continue
-            p = panels[i]
-            color = ACCENT if p["accent"] else INK
-            est, lo, hi = (np.asarray(p[k], dtype="float64") for k in ("estimate", "lower", "upper"))
-            ax.hlines(y, lo, hi, color=color, linewidth=1.6)
-            ax.plot(est, y, "o", color=color, markersize=4)
-            ax.set_title(p["label"] + (" (ranks the table)" if p["accent"] else ""), loc="left",
-                         color=color, fontsize=9, fontweight="bold" if p["accent"] else "normal")
-            ax.set_xlabel("higher is better" if p["higher_is_better"] else "lower is better", fontsize=8,
-                          color="#555")
-            ax.grid(axis="x", color="#ddd", linewidth=0.6)
-            ax.set_axisbelow(True)
-        axes[0, 0].set_yticks(y, labels=names)
-        axes[0, 0].set_ylim(n - 0.5, -0.5)
-        for r in range(rows):
-            axes[r, 0].tick_params(labelleft=True)
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10)
-    return to_svg(fig, name, title)
-
-
-def _density(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Histogram density on ``edges``, lightly smoothed (1-2-1), scaled to a maximum of 1."""
-    counts, _ = np.histogram(values, bins=edges)
-    smooth = np.convolve(np.pad(counts.astype("float64"), 1, mode="edge"), [0.25, 0.5, 0.25], mode="valid")
-    top = smooth.max()
-    return smooth / top if top > 0 else smooth
-
-
-def distribution_figure(names: list, panels: list, *, name: str, title: str, bins: int = 40) -> str:
-    """One panel per per-sample value: a violin (binned density) per model with its median and quartiles.
-
-    ``panels``: dicts with label, values (list of arrays in ``names`` order), higher_is_better, accent.
-    """
-    import matplotlib
-
-    n = len(names)
-    rows, cols = _grid(len(panels))
-    with matplotlib.rc_context(RC):
-        fig = _figure(2.4 + 2.6 * cols, rows * _rows_height(n, 0.3, 0.9))
-        axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
-        for i, ax in enumerate(axes.ravel()):
-            if i >= len(panels):
-                ax.set_visible(False)
-                continue
-            p = panels[i]
-            color = ACCENT if p["accent"] else INK
-            finite = [v[np.isfinite(v)] for v in p["values"]]
-            everything = np.concatenate(finite) if finite else np.zeros(0)
-            lo, hi = (float(everything.min()), float(everything.max())) if everything.size else (0.0, 1.0)
-            if hi <= lo:
-                lo, hi = lo - 0.5, hi + 0.5
-            edges = np.linspace(lo, hi, bins + 1)
-            mids = (edges[:-1] + edges[1:]) / 2
-            for j, v in enumerate(finite):
-                if v.size == 0:
-                    continue
-                half = 0.42 * _density(v, edges)
-                ax.fill_between(mids, j - half, j + half, color=BAND if not p["accent"] else "#e6a59c",
-                                linewidth=0)
-                q1, med, q3 = np.quantile(v, [0.25, 0.5, 0.75])
-                ax.hlines(j, q1, q3, color=color, linewidth=2.2)
-                ax.plot([med], [j], "|", color="white", markersize=7, markeredgewidth=1.6)
-            ax.set_title(p["label"], loc="left", color=color, fontsize=9,
-                         fontweight="bold" if p["accent"] else "normal")
-            ax.set_xlabel("per-sample value, " + ("higher is better" if p["higher_is_better"] else
-                                                  "lower is better"), fontsize=8, color="#555")
-            ax.set_xlim(lo, hi)
-        axes[0, 0].set_yticks(np.arange(n), labels=names)
-        axes[0, 0].set_ylim(n - 0.5, -0.5)
-        for r in range(rows):
-            axes[r, 0].tick_params(labelleft=True)
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10)
-    return to_svg(fig, name, title)
-
-
-# --- heat maps ------------------------------------------------------------------------------------------
 
 
 def _cells(ax, matrix, *, cmap, vmin, vmax, x0=0.0, y0=0.0):
@@ -232,25 +124,177 @@ def _cells(ax, matrix, *, cmap, vmin, vmax, x0=0.0, y0=0.0):
                      extent=(x0 - 0.5, x0 + nx - 0.5, y0 + ny - 0.5, y0 - 0.5))
 
 
+def _annotate(ax, texts: list, dark: list):
+    """Cell texts (x, y, text) in one pass; ``dark`` says which sit on a dark cell."""
+    for (x, y, text), d in zip(texts, dark):
+        ax.text(x, y, text, ha="center", va="center", fontsize=7, color="white" if d else "#222")
+
+
+def _cell_size(n: int) -> float:
+    return 0.34 if n <= MAX_ANNOTATED else max(0.09, min(0.2, 6.0 / max(n, 1)))
+
+
+# --- rank uncertainty ---------------------------------------------------------------------------------
+
+
+def rank_figure(names: list, distribution: np.ndarray, point: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                *, name: str, title: str) -> str:
+    """P(rank = k) as a heat map (models best first × ranks), the point rank as a dot and the rank
+    interval as a line over it."""
+    import matplotlib
+
+    n = len(names)
+    cell = _cell_size(n)
+    with matplotlib.rc_context(RC):
+        grid = Grid(1, cell * n, cell * n, left=_label_width(names), bottom=0.55, top=0.45, extra_right=1.0)
+        ax = grid.axes[0]
+        im = _cells(ax, distribution, cmap="Blues", vmin=0, vmax=1, x0=1.0, y0=1.0)
+        ax.hlines(np.arange(1, n + 1), lower, upper, color=ACCENT, linewidth=2)
+        ax.plot(point, np.arange(1, n + 1), "o", color=ACCENT, markersize=4)
+        if n <= MAX_ANNOTATED:
+            cells = [(k + 1, i + 1 - 0.24, f"{distribution[i, k]:.2f}") for i in range(n) for k in range(n)
+                     if distribution[i, k] >= 0.005]
+            _annotate(ax, cells, [float(t) > 0.6 for _, _, t in cells])
+        ax.set_yticks(np.arange(1, n + 1), labels=names)
+        ticks = np.arange(1, n + 1) if n <= 20 else np.unique(np.linspace(1, n, 10).round().astype(int))
+        ax.set_xticks(ticks)
+        ax.set_xlim(0.5, n + 0.5)
+        ax.set_ylim(n + 0.5, 0.5)
+        ax.set_xlabel("rank on a bootstrap resample")
+        ax.tick_params(length=0)
+        grid.colorbar(im, ax, "P(rank = k)")
+        grid.title(title)
+    return to_svg(grid.fig, name, title)
+
+
+# --- forest plot and distributions ---------------------------------------------------------------------
+
+
+def _model_panels(names, n_panels, row_h):
+    return Grid(n_panels, 2.3, row_h * max(len(names), 1) + 0.2, left=_label_width(names), bottom=0.5, top=0.5,
+                gap=0.3)
+
+
+def _shared_rows(grid, names):
+    from matplotlib.ticker import MaxNLocator
+
+    n = len(names)
+    for i, ax in enumerate(grid.axes):
+        ax.set_ylim(n - 0.5, -0.5)
+        if i % grid.cols == 0:
+            ax.set_yticks(np.arange(n), labels=names)
+            ax.tick_params(axis="y", length=0)
+        else:
+            ax.set_yticks([])  # the row's first panel names the models; ticks cost time per label
+        ax.xaxis.set_major_locator(MaxNLocator(4))
+
+
+def forest_figure(names: list, panels: list, *, name: str, title: str) -> str:
+    """One panel per leaf: point estimate and interval per model, models best first (shared).
+
+    ``panels``: dicts with label, estimate, lower, upper (arrays in ``names`` order), higher_is_better,
+    accent (the rank leaf).
+    """
+    import matplotlib
+
+    y = np.arange(len(names))
+    with matplotlib.rc_context(RC):
+        grid = _model_panels(names, len(panels), 0.22)
+        _shared_rows(grid, names)
+        for ax, p in zip(grid.axes, panels):
+            color = ACCENT if p["accent"] else INK
+            est, lo, hi = (np.asarray(p[k], dtype="float64") for k in ("estimate", "lower", "upper"))
+            ax.hlines(y, lo, hi, color=color, linewidth=1.6)
+            ax.plot(est, y, "o", color=color, markersize=4)
+            ax.set_title(p["label"] + (" (ranks the table)" if p["accent"] else ""), loc="left",
+                         color=color, fontsize=9, fontweight="bold" if p["accent"] else "normal")
+            ax.set_xlabel("higher is better" if p["higher_is_better"] else "lower is better", fontsize=8,
+                          color="#555")
+            ax.grid(axis="x", color="#ddd", linewidth=0.6)
+            ax.set_axisbelow(True)
+        grid.title(title)
+    return to_svg(grid.fig, name, title)
+
+
+def _density(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Histogram density on ``edges``, lightly smoothed (1-2-1), scaled to a maximum of 1."""
+    counts, _ = np.histogram(values, bins=edges)
+    smooth = np.convolve(np.pad(counts.astype("float64"), 1, mode="edge"), [0.25, 0.5, 0.25], mode="valid")
+    top = smooth.max()
+    return smooth / top if top > 0 else smooth
+
+
+def distribution_figure(names: list, panels: list, *, name: str, title: str, bins: int = 32) -> str:
+    """One panel per per-sample value: a violin (binned density) per model with its median and quartiles.
+
+    ``panels``: dicts with label, values (list of arrays in ``names`` order), higher_is_better, accent.
+    All violins of a panel are one polygon collection, so the figure stays small and fast at 100 models.
+    """
+    import matplotlib
+    from matplotlib.collections import PolyCollection
+
+    with matplotlib.rc_context(RC):
+        grid = _model_panels(names, len(panels), 0.26)
+        _shared_rows(grid, names)
+        for ax, p in zip(grid.axes, panels):
+            color = ACCENT if p["accent"] else INK
+            finite = [v[np.isfinite(v)] for v in p["values"]]
+            everything = np.concatenate(finite) if finite else np.zeros(0)
+            lo, hi = (float(everything.min()), float(everything.max())) if everything.size else (0.0, 1.0)
+            if hi <= lo:
+                lo, hi = lo - 0.5, hi + 0.5
+            edges = np.linspace(lo, hi, bins + 1)
+            mids = (edges[:-1] + edges[1:]) / 2
+            polygons, rows, q1s, meds, q3s = [], [], [], [], []
+            for j, v in enumerate(finite):
+                if v.size == 0:
+                    continue
+                half = 0.42 * _density(v, edges)
+                polygons.append(np.column_stack([np.concatenate([mids, mids[::-1]]),
+                                                 np.concatenate([j - half, (j + half)[::-1]])]))
+                q1, med, q3 = np.quantile(v, [0.25, 0.5, 0.75])
+                rows.append(j)
+                q1s.append(q1)
+                meds.append(med)
+                q3s.append(q3)
+            ax.add_collection(PolyCollection(polygons, facecolors="#e6a59c" if p["accent"] else BAND,
+                                             edgecolors="none"))
+            ax.hlines(rows, q1s, q3s, color=color, linewidth=2.2)
+            ax.plot(meds, rows, "|", color="white", markersize=7, markeredgewidth=1.6)
+            ax.set_title(p["label"], loc="left", color=color, fontsize=9,
+                         fontweight="bold" if p["accent"] else "normal")
+            ax.set_xlabel("per sample, " + ("higher is better" if p["higher_is_better"] else "lower is better"),
+                          fontsize=8, color="#555")
+            ax.set_xlim(lo, hi)
+        grid.title(title)
+    return to_svg(grid.fig, name, title)
+
+
+# --- heat maps ------------------------------------------------------------------------------------------
+
+
 def _heatmap(ax, matrix, labels_y, labels_x, *, cmap, vmin, vmax, annotate):
     m = np.ma.masked_invalid(np.asarray(matrix, dtype="float64"))
     ny, nx = m.shape
     im = _cells(ax, m, cmap=cmap, vmin=vmin, vmax=vmax)
-    ax.set_xticks(np.arange(nx), labels=labels_x, rotation=45, ha="right", rotation_mode="anchor")
+    rotation = 45 if nx <= MAX_ANNOTATED else 90  # steep labels when the cells are narrow
+    ax.set_xticks(np.arange(nx), labels=labels_x, rotation=rotation, ha="right", va="center" if rotation == 90
+                  else "top", rotation_mode="anchor")
     ax.set_yticks(np.arange(ny), labels=labels_y)
     ax.set_xlim(-0.5, nx - 0.5)
     ax.set_ylim(ny - 0.5, -0.5)
     ax.spines[:].set_visible(False)
     ax.tick_params(length=0)
     if annotate is not None:
-        for i in range(ny):
-            for j in range(nx):
-                text = annotate(i, j)
-                if text:
-                    v = m[i, j]
-                    dark = v is not np.ma.masked and abs(v) > 0.6 * max(abs(vmin), abs(vmax))
-                    ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if dark else "#222")
+        limit = 0.6 * max(abs(vmin), abs(vmax))
+        cells = [(j, i, annotate(i, j)) for i in range(ny) for j in range(nx)]
+        cells = [c for c in cells if c[2]]
+        _annotate(ax, cells, [m[i, j] is not np.ma.masked and abs(m[i, j]) > limit for j, i, _ in cells])
     return im
+
+
+def _rotated_labels_height(labels, n: int) -> float:
+    return 0.25 + (0.72 if n <= MAX_ANNOTATED else 1.0) * CHAR_IN * max((len(str(t)) for t in labels), default=1)
 
 
 def comparison_figure(names: list, advantage: np.ndarray, delta: np.ndarray, significant: np.ndarray, *,
@@ -269,14 +313,16 @@ def comparison_figure(names: list, advantage: np.ndarray, delta: np.ndarray, sig
         star = "*" if significant[i, j] else ""
         return f"{delta[i, j]:+.3f}{star}" if n <= MAX_ANNOTATED else ("•" if star else "")
 
+    cell = 0.5 if n <= MAX_ANNOTATED else _cell_size(n)
     with matplotlib.rc_context(RC):
-        side = min(2.6 + 0.55 * n, 14) if n <= MAX_ANNOTATED else min(2.6 + 0.2 * n, 22)
-        fig = _figure(side + 1.4, side)
-        ax = fig.add_subplot()
-        im = _heatmap(ax, advantage, names, names, cmap="RdBu", vmin=-vmax, vmax=vmax, annotate=annotate)
-        fig.colorbar(im, ax=ax, label=f"{label}: row better (+) / worse (−)", shrink=0.7)
-        ax.set_title(title, loc="left")
-    return to_svg(fig, name, title)
+        grid = Grid(1, cell * n, cell * n, left=_label_width(names), bottom=_rotated_labels_height(names, n), top=0.45,
+                    extra_right=1.2)
+        ax = grid.axes[0]
+        im = _heatmap(ax, advantage, names, names, cmap="RdBu", vmin=-vmax, vmax=vmax,
+                      annotate=annotate if n <= 40 else None)
+        grid.colorbar(im, ax, f"{label}: row better (+) / worse (−)")
+        grid.title(title)
+    return to_svg(grid.fig, name, title)
 
 
 def agreement_figure(panels: list, *, name: str, title: str) -> str:
@@ -284,21 +330,21 @@ def agreement_figure(panels: list, *, name: str, title: str) -> str:
     import matplotlib
 
     k = max((len(p["labels"]) for p in panels), default=1)
+    labels = [t for p in panels for t in p["labels"]]
+    cell = 0.36 if k <= MAX_ANNOTATED else 0.22
     with matplotlib.rc_context(RC):
-        side = min(2.4 + 0.42 * k, 9)
-        fig = _figure(side * len(panels) + 1.2, side)
-        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        grid = Grid(len(panels), cell * k, cell * k, left=_label_width(labels), bottom=_rotated_labels_height(labels, k),
+                    top=0.55, gap=_label_width(labels) + 0.1, extra_right=1.0, max_cols=2)
         im = None
-        for ax, p in zip(axes, panels):
+        for ax, p in zip(grid.axes, panels):
             tau = np.asarray(p["tau"], dtype="float64")
-            labels = p["labels"]
             annotate = (lambda i, j, t=tau: "" if not np.isfinite(t[i, j]) else f"{t[i, j]:.2f}") \
-                if len(labels) <= MAX_ANNOTATED else None
-            im = _heatmap(ax, tau, labels, labels, cmap="PuOr", vmin=-1, vmax=1, annotate=annotate)
+                if len(p["labels"]) <= MAX_ANNOTATED else None
+            im = _heatmap(ax, tau, p["labels"], p["labels"], cmap="PuOr", vmin=-1, vmax=1, annotate=annotate)
             ax.set_title(p["title"], loc="left", fontsize=9)
-        fig.colorbar(im, ax=list(axes), label="Kendall τ-b (agreement on which is better)", shrink=0.7)
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10)
-    return to_svg(fig, name, title)
+        grid.colorbar(im, grid.axes[-1], "Kendall τ-b")
+        grid.title(title)
+    return to_svg(grid.fig, name, title)
 
 
 # --- meta-evaluation -------------------------------------------------------------------------------------
@@ -307,22 +353,22 @@ def agreement_figure(panels: list, *, name: str, title: str) -> str:
 def metaeval_figure(labels: list, estimate, lower, upper, accent: list, ceiling, *, measure: str, name: str,
                     title: str) -> str:
     """Agreement with human judgement per metric (best first) with intervals; the human ceiling as a
-    dashed line (one per metric when they differ); the leaderboard's rank metric in the accent colour."""
+    dashed line (one tick per metric when they differ); the leaderboard's rank metric in the accent colour."""
     import matplotlib
 
     n = len(labels)
     y = np.arange(n)
     est, lo, hi, ceil = (np.asarray(a, dtype="float64") for a in (estimate, lower, upper, ceiling))
     with matplotlib.rc_context(RC):
-        fig = _figure(7.5, _rows_height(n, 0.3, 1.2))
-        ax = fig.add_subplot()
+        grid = Grid(1, 5.0, 0.3 * max(n, 1) + 0.4, left=_label_width(labels), bottom=0.55, top=0.5)
+        ax = grid.axes[0]
         colors = [ACCENT if a else INK for a in accent]
         ax.hlines(y, lo, hi, colors=colors, linewidth=1.8)
         ax.scatter(est, y, c=colors, s=18, zorder=3)
         known = ceil[np.isfinite(ceil)]
         if known.size and np.allclose(known, known[0]):
             ax.axvline(known[0], color="#555", linestyle="--", linewidth=1)
-            ax.text(known[0], -0.6, " human ceiling", color="#555", fontsize=8, va="bottom")
+            ax.text(known[0], -0.7, " human ceiling", color="#555", fontsize=8, va="bottom")
         elif known.size:
             ax.scatter(ceil, y, marker="|", s=120, color="#555", zorder=4, label="human ceiling")
             ax.legend(loc="lower right", fontsize=8, frameon=False)
@@ -335,5 +381,5 @@ def metaeval_figure(labels: list, estimate, lower, upper, accent: list, ceiling,
         ax.set_xlabel(measure)
         ax.grid(axis="x", color="#ddd", linewidth=0.6)
         ax.set_axisbelow(True)
-        ax.set_title(title, loc="left")
-    return to_svg(fig, name, title)
+        grid.title(title)
+    return to_svg(grid.fig, name, title)
