@@ -28,8 +28,6 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
 sys.path[:0] = [str(HERE), str(SRC)]
 
-from _synthetic import write_workflow_outputs  # noqa: E402
-
 PANEL = ("bleu2", "bleu4", "rouge", "bertscore", "semb", "radgraph", "radcliq", "green")
 SPLITS = ("findings", "reports", "vqa")
 IMPORTS = ("import pandas, pyarrow.parquet, scipy.stats, matplotlib.figure, matplotlib.backends.backend_svg; "
@@ -43,14 +41,16 @@ def _pinned(cmd: list) -> list:
     return (["taskset", "-c", ",".join(map(str, cores))] + cmd) if shutil.which("taskset") and cores else cmd
 
 
-def _child(code: str, env: dict) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of ``code`` in a fresh process."""
+def _child(code: str, env: dict) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds, peak MB) of ``code`` in a fresh process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(_pinned([sys.executable, "-c", code]), check=True, env=env)
+    code += "; import resource; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
+    out = subprocess.run(_pinned([sys.executable, "-c", code]), check=True, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu, int(out.stdout.split()[-1]) / 1024
 
 
 def main(argv=None):
@@ -67,8 +67,16 @@ def main(argv=None):
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="radrank-report-bench-"))
     try:
         start = time.perf_counter()
-        layout = write_workflow_outputs(root, n_models=args.models, n_cases=args.pairs,
-                                        splits=SPLITS[:args.splits], metric_names=PANEL, n_boot=args.n_boot)
+        # written by a child process, so that this one stays small: a forked child's peak memory would
+        # otherwise count this process's pages
+        write = (f"import json, sys; sys.path[:0] = [{str(HERE)!r}, {str(SRC)!r}]; "
+                 f"from _synthetic import write_workflow_outputs; "
+                 f"layout = write_workflow_outputs({str(root)!r}, n_models={args.models}, n_cases={args.pairs}, "
+                 f"splits={SPLITS[:args.splits]!r}, metric_names={PANEL!r}, n_boot={args.n_boot}); "
+                 f"open({str(root / 'layout.json')!r}, 'w').write(json.dumps(layout))")
+        root.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-c", write], check=True)
+        layout = json.loads((root / "layout.json").read_text())
         print(f"synthetic outputs: {args.models} models x {args.splits} split(s) x {args.pairs:,} pairs, "
               f"{len(PANEL)} metrics ({', '.join(PANEL)}), {args.n_boot} resamples "
               f"[{time.perf_counter() - start:.0f} s to write]")
@@ -84,12 +92,12 @@ def main(argv=None):
         _child(run, env)  # warm-up
         imports = min(_child(IMPORTS, env) for _ in range(args.repeat))
         runs = [_child(run, env) for _ in range(args.repeat)]
-        times = [wall for wall, _ in runs]
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        times = [r[0] for r in runs]
+        peak_mb = max(r[2] for r in runs)
         page = root / "report/report.html"
         size_mb = page.stat().st_size / 1e6
         n_svg = page.read_text().count("<svg ")
-        best, cpu = min(runs)
+        best, cpu, _ = min(runs)
         print(f"report job (fresh process, 2 cores): best {best:.2f} s wall, {cpu:.2f} s CPU, of {args.repeat} "
               f"({', '.join(f'{t:.2f}' for t in times)} s wall); peak memory {peak_mb:.0f} MB; "
               f"load average {os.getloadavg()[0]:.1f}")

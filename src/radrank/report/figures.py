@@ -224,7 +224,7 @@ def _density(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return smooth / top if top > 0 else smooth
 
 
-def distribution_figure(names: list, panels: list, *, name: str, title: str, bins: int = 32) -> str:
+def distribution_figure(names: list, panels: list, *, name: str, title: str, bins: int | None = None) -> str:
     """One panel per per-sample value: a violin (binned density) per model with its median and quartiles.
 
     ``panels``: dicts with label, values (list of arrays in ``names`` order), higher_is_better, accent.
@@ -232,6 +232,8 @@ def distribution_figure(names: list, panels: list, *, name: str, title: str, bin
     """
     import matplotlib
     from matplotlib.collections import PolyCollection
+
+    bins = bins or (24 if len(names) <= 40 else 14)  # coarser violins when there are many
 
     with matplotlib.rc_context(RC):
         grid = _model_panels(names, len(panels), 0.26)

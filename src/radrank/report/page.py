@@ -38,6 +38,7 @@ tr.accent td{background:#fdf1ef}
 td.text{text-align:left;min-width:15em;max-width:30em;white-space:pre-wrap;word-break:break-word}
 td.text.ctx{min-width:8em;max-width:13em;font-size:12.5px}
 td.text.judge{min-width:17em;white-space:normal;font-size:12.5px}
+td.nm{white-space:nowrap;font-weight:500}
 td.kv{text-align:left;font-size:12.5px;color:var(--muted);white-space:nowrap}
 td.sig{font-weight:600}
 figure{margin:1em 0}svg.figure{max-width:100%;height:auto}

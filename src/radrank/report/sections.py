@@ -73,7 +73,7 @@ def leaderboard_table(group: Group) -> Table:
     rows = []
     for _, r in board.iterrows():
         rows.append([
-            Cell(r["Rank"], r["Rank"]), r["Model Name"],
+            Cell(r["Rank"], r["Rank"]), Cell(r["Model Name"], cls="nm"),
             Cell(_text(r.get("Rank CI")), r.get("Rank CI low")), Cell(num(r.get("P(rank=1)")), r.get("P(rank=1)")),
             _text(r.get("Tied with")) or "–",
             *[Cell(_with_ci(r, c), r[c]) for c in cols],
@@ -262,7 +262,8 @@ def distribution_columns(group: Group, headline: list) -> list:
         if c.column not in seen and np.isfinite(group.values[c.column]).any():
             seen.add(c.column)
             out.append(c)
-    return out[:HEADLINE_LIMIT]
+    # a violin per model and panel: fewer panels when there are many models keeps the page light
+    return out[:HEADLINE_LIMIT if len(group.order) <= 40 else HEADLINE_LIMIT // 2]
 
 
 def _distribution_part(group: Group, base: str, headline: list, part: Part):
