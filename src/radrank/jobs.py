@@ -221,6 +221,7 @@ def report(*, layout: list, bootstrap: dict, empty_hypothesis: str, cases: int, 
     markdown, html, figures = render_report(groups, bootstrap=bootstrap, empty_hypothesis=empty_hypothesis,
                                             cases=cases, metaeval=metaeval or None,
                                             link_base=os.path.dirname(str(out_html)))
+    os.makedirs(out_figures, exist_ok=True)  # a directory output, complete once the page is written
     for name, svg in sorted(figures.items()):
         io.write_text(svg, os.path.join(str(out_figures), name))
     log.info("report: %d figures, %.1f kB of HTML", len(figures), len(html.encode()) / 1000)
