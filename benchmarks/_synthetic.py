@@ -140,3 +140,178 @@ def pairs_table(n_pairs: int, n_models: int = 4, seed: int = 0):
     frame = frame.iloc[:n_pairs].reset_index(drop=True)
     frame["sample_id"] = frame["model"] + "/" + frame["sample_id"]
     return frame[["model", "sample_id", "reference", "hypothesis"]]
+
+
+# --- synthetic workflow outputs (the report's inputs) ------------------------------------------------
+
+JUDGE_ANALYSIS = ("[Explanation]: The candidate report {verb} the reference's main findings.\n"
+                  "[Clinically Significant Errors]:\n(a) False report of a finding in the candidate: {a}.\n"
+                  "(b) Missing a finding present in the reference: {b}.\n"
+                  "[Clinically Insignificant Errors]:\n(a) False report of a finding in the candidate: 0.\n"
+                  "[Matched Findings]:\n{m}. {findings}")
+
+
+def _score_columns(metric: str, quality, rng, pairs):
+    """Per-sample columns of ``metric`` (radrank.metrics SPEC.columns) from a latent quality in [0, 1]."""
+    import json
+
+    import numpy as np
+
+    from radrank import metrics
+
+    n = len(quality)
+
+    def noisy(scale=0.08, lo=0.0, hi=1.0):
+        return np.clip(quality + rng.normal(0, scale, n), lo, hi)
+
+    spec = metrics.get(metric)
+    cols = {}
+    if metric == "bleu4":
+        test = rng.integers(20, 90, n)
+        cols["bleu4_sentence"] = noisy(0.1) ** 1.5
+        for k in range(1, 5):
+            guess = np.maximum(test - k + 1, 0)
+            cols[f"bleu4_correct_{k}"] = rng.binomial(guess, np.clip(quality, 0.01, 0.99) ** k)
+            cols[f"bleu4_guess_{k}"] = guess
+        cols["bleu4_testlen"], cols["bleu4_reflen"] = test, rng.integers(20, 90, n)
+    elif metric == "radcliq":
+        cols["radcliq_v0"] = 3.0 - 3.0 * noisy(0.1) + rng.normal(0, 0.05, n)
+        cols["radcliq_v1"] = 1.5 - 2.5 * noisy(0.1) + rng.normal(0, 0.05, n)
+    elif metric == "green":
+        matched = rng.binomial(5, np.clip(quality, 0.01, 0.99))
+        sig = {c: rng.binomial(1, np.clip(0.6 - quality, 0.02, 0.9) / 3) for c in "abcdef"}
+        significant = sum(sig.values())
+        unparsed = rng.random(n) < 0.01
+        score = np.where(matched > 0, matched / np.maximum(matched + significant, 1), 0.0)
+        cols["green"] = np.where(unparsed, np.nan, score)
+        cols["green_matched"] = matched
+        for c in "abcdef":
+            cols[f"green_sig_{c}"] = sig[c]
+        cols["green_significant"] = significant
+        for c in "abcdef":
+            cols[f"green_insig_{c}"] = np.zeros(n)
+        cols["green_insignificant"] = np.zeros(n)
+        findings = [" ".join(h.split(".")[0:1]) for h in pairs["hypothesis"]]
+        cols["green_analysis"] = [JUDGE_ANALYSIS.format(verb="matches" if q > 0.5 else "misses", a=sig["a"][i],
+                                                        b=sig["b"][i], m=matched[i], findings=findings[i])
+                                  for i, q in enumerate(quality)]
+        cols["green_unparsed"] = unparsed.astype("float64")
+        cols["green_unparsed_reason"] = np.where(unparsed, "no [Matched Findings] section", "")
+    elif metric == "crimson":
+        responses, values = [], []
+        for i, q in enumerate(quality):
+            false = [] if q > 0.5 else ["P2"]
+            missing = [] if q > 0.3 else ["R2"]
+            responses.append(json.dumps({
+                "reference_findings": [{"id": "R1", "finding": "right pleural effusion",
+                                        "clinical_significance": "actionable_not_urgent"},
+                                       {"id": "R2", "finding": "left basilar atelectasis",
+                                        "clinical_significance": "not_actionable"}],
+                "predicted_findings": [{"id": "P1", "finding": "right pleural effusion",
+                                        "clinical_significance": "actionable_not_urgent"},
+                                       {"id": "P2", "finding": "pneumothorax", "clinical_significance": "urgent"}],
+                "matched_findings": [{"ref_id": "R1", "pred_id": "P1"}],
+                "errors": {"false_findings": false, "missing_findings": missing,
+                           "attribute_errors": [{"pred_id": "P1", "error_types": ["severity"],
+                                                 "severity": "significant"}] if q < 0.6 else []}}))
+            values.append(float(np.clip(q - 0.3 * len(false), -0.9, 1)))
+        for c in spec.columns:
+            cols[c] = np.zeros(n)
+        cols["crimson"] = np.asarray(values)
+        cols["crimson_reason"] = [""] * n
+        cols["crimson_response"] = responses
+    else:
+        for c in spec.columns:
+            cols[c] = noisy()
+    return {c: cols[c] for c in spec.columns}
+
+
+def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, splits=("findings",),
+                           dataset: str = "synthetic", metric_names=("bleu2", "bleu4", "rouge", "radcliq"),
+                           n_boot: int = 200, seed: int = 0, level: float = 0.95):
+    """Write what the workflow writes before the report — pairs, drop lists, per-sample score files,
+    statistics, rank distributions and leaderboards — for a synthetic leaderboard under ``root``, and
+    return the report layout (rules/common.smk ``report_layout``) with paths under ``root``.
+
+    Scores are drawn from a latent per-(model, case) quality (model m is better than model m+1 on
+    average), not computed by the metrics; statistics and leaderboards are computed by radrank's own
+    jobs. Every third model drops one case and scores one empty hypothesis.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from radrank import io, jobs, metrics, provenance
+
+    root = __import__("pathlib").Path(root)
+    rng_text = random.Random(seed)
+    rng = np.random.default_rng(seed)
+    models = [f"model_{m + 1:03d}" for m in range(n_models)]
+    sheet = root / "models.tsv"
+    sheet.parent.mkdir(parents=True, exist_ok=True)
+    sheet.write_text("model\tname\tdate\tinstitution\turl\n" + "".join(
+        f"{m}\tSynthetic model {i + 1}\t2026-01-{i % 28 + 1:02d}\tLab {i % 3}\thttps://example.org/{m}\n"
+        for i, m in enumerate(models)))
+    layout = []
+    for split in splits:
+        references = [_report(rng_text) for _ in range(n_cases)]
+        ids = [f"case{i:05d}" for i in range(n_cases)]
+        difficulty = rng.normal(0, 0.12, n_cases)
+        group = {"dataset": dataset, "split": split}
+        stats = root / f"results/stats/{dataset}/{split}"
+        entries, score_paths = {}, {}
+        for mi, model in enumerate(models):
+            quality_level = 0.7 - 0.15 * mi / max(n_models - 1, 1)
+            keep = np.ones(n_cases, dtype=bool)
+            drops = []
+            if mi % 3 == 0:
+                keep[mi % n_cases] = False
+                drops.append({"sample_id": ids[mi % n_cases], "study_id": str(mi % n_cases),
+                              "reason": "empty_reference", "action": "dropped", "row": ids[mi % n_cases],
+                              "detail": "reference text is empty after section selection"})
+            hyps = [_edit(r, rng_text, quality_level + 0.1) for r in references]
+            if mi % 3 == 0:
+                j = (mi + 1) % n_cases
+                hyps[j] = ""
+                drops.append({"sample_id": ids[j], "study_id": str(j), "reason": "empty_hypothesis",
+                              "action": "scored_as_empty", "row": ids[j], "detail": "hypothesis is empty"})
+            pairs = pd.DataFrame({
+                "sample_id": ids, "study_id": np.arange(n_cases), "reference": references, "hypothesis": hyps,
+                "context": [f"Age:{40 + i % 50}.0.Gender:{'MF'[i % 2]}.Indication:Cough.Comparison: None."
+                            for i in range(n_cases)],
+                "age": [40.0 + i % 50 for i in range(n_cases)], "sex": ["MF"[i % 2] for i in range(n_cases)],
+                "indication": ["Cough"] * n_cases, "comparison": [None] * n_cases,
+            })[keep].reset_index(drop=True)
+            quality = np.clip(quality_level + difficulty[keep] + rng.normal(0, 0.15, keep.sum()), 0, 1)
+            entry = {**group, "model": model}
+            pairs_path = root / f"results/pairs/{dataset}/{split}/{model}.parquet"
+            drops_path = root / f"results/pairs/{dataset}/{split}/{model}.drops.csv"
+            io.write_parquet(pairs, pairs_path, provenance.record(
+                "pairs", **entry, format="synthetic", sources={"path": f"synthetic/{model}.json", "sha256": "0" * 64},
+                n_pairs=len(pairs)))
+            io.write_csv(pd.DataFrame(drops, columns=["sample_id", "study_id", "reason", "action", "row", "detail"]),
+                         drops_path)
+            scores = {}
+            for name in metric_names:
+                spec = metrics.get(name)
+                frame = pd.DataFrame({"sample_id": pairs["sample_id"], **_score_columns(name, quality, rng, pairs)})
+                path = root / f"results/scores/{dataset}/{split}/{model}/{name}.parquet"
+                io.write_parquet(frame, path, provenance.record(
+                    "scores", metric=name, metric_version=spec.version, model=spec.model, settings=spec.settings,
+                    environment=provenance.environment(spec.packages), config_hash="synthetic"))
+                scores[name] = str(path)
+            entries[model] = {"pairs": str(pairs_path), "drops": str(drops_path), "scores": scores}
+            score_paths[model] = list(scores.values())
+        jobs.bootstrap(dataset=dataset, split=split, score_paths=score_paths, metric_names=list(metric_names),
+                       n_boot=n_boot, seed=seed, level=level, config_hash="synthetic",
+                       out_replicates=stats / "replicates.parquet", out_summary=stats / "summary.parquet",
+                       out_comparisons=stats / "comparisons.parquet", out_comparisons_csv=stats / "comparisons.csv")
+        board = root / f"results/leaderboard/{dataset}_{split}.csv"
+        jobs.leaderboard(dataset=dataset, split=split, summary_path=stats / "summary.parquet",
+                         replicates_path=stats / "replicates.parquet", comparisons_path=stats / "comparisons.parquet",
+                         drops_paths={m: e["drops"] for m, e in entries.items()}, models_sheet=str(sheet),
+                         rank_by="radcliq_v1", fallback_rank_by="bleu2", decimals=3, level=level, out=board,
+                         out_ranks=stats / "ranks.parquet")
+        layout.append({**group, "leaderboard": str(board), "ranks": str(stats / "ranks.parquet"),
+                       "summary": str(stats / "summary.parquet"), "comparisons": str(stats / "comparisons.parquet"),
+                       "models": entries})
+    return layout

@@ -34,6 +34,7 @@ SCORE_SHARD = "results/scores/{dataset}/{split}/{model}/{metric}.shards/{shard}.
 STATS = "results/stats/{dataset}/{split}"
 SUMMARY = "results/summary/{dataset}/{split}/{model}"
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
+RANKS = f"{STATS}/ranks.parquet"
 GENERATED_SHARD = f"{GENERATED}.shards/{{shard}}"  # + ".parquet" / ".drops.csv"
 
 
@@ -139,6 +140,8 @@ def drops_by_model(wildcards):
 def leaderboard_inputs(wildcards):
     files = {
         "summary": f"{STATS}/summary.parquet".format(**wildcards),
+        "replicates": f"{STATS}/replicates.parquet".format(**wildcards),
+        "comparisons": f"{STATS}/comparisons.parquet".format(**wildcards),
         "drops": list(drops_by_model(wildcards).values()),
     }
     if config["models"]:
@@ -146,12 +149,39 @@ def leaderboard_inputs(wildcards):
     return files
 
 
+def report_layout(wildcards):
+    """Every file the report reads, per dataset × split and model (score files: one per metric)."""
+    layout = []
+    for dataset, split in PLAN.groups():
+        group = {"dataset": dataset, "split": split}
+        stats = STATS.format(**group)
+        models = {}
+        for model in PLAN.models_for(dataset, split):
+            entry = {**group, "model": model}
+            models[model] = {
+                "pairs": PAIRS.format(**entry),
+                "drops": DROPS.format(**entry),
+                "scores": {m: SCORES.format(**entry, metric=m) for m in PLAN.metrics_for_split(split)},
+            }
+        layout.append({**group, "leaderboard": LEADERBOARD.format(**group), "ranks": RANKS.format(**group),
+                       "summary": f"{stats}/summary.parquet", "comparisons": f"{stats}/comparisons.parquet",
+                       "models": models})
+    return layout
+
+
+def report_mem_mb(wildcards, attempt):
+    """The report holds every model's per-sample values of every group: grows with (model, group) entries."""
+    entries = sum(len(PLAN.models_for(d, s)) for d, s in PLAN.groups())
+    return (1000 + 4 * entries) * attempt
+
+
 def report_inputs(wildcards):
-    groups = PLAN.groups()
-    return {
-        "leaderboards": [LEADERBOARD.format(dataset=d, split=s) for d, s in groups],
-        "comparisons": [f"{STATS}/comparisons.parquet".format(dataset=d, split=s) for d, s in groups],
-    }
+    files = []
+    for group in report_layout(wildcards):
+        files += [group[k] for k in ("leaderboard", "ranks", "summary", "comparisons")]
+        for entry in group["models"].values():
+            files += [entry["pairs"], entry["drops"], *entry["scores"].values()]
+    return files
 
 
 def all_targets():

@@ -1,20 +1,34 @@
 rule report:
-    """The readable report over every leaderboard."""
+    """The report people open first (plots, rank uncertainty, drill-down to the cases) over every leaderboard."""
     input:
-        unpack(report_inputs),
+        report_inputs,
     output:
         markdown="results/report/report.md",
-        html="results/report/report.html",
+        html=report(
+            "results/report/report.html",
+            caption="../report/report.rst",
+            category="Report",
+        ),
+        figures=report(
+            directory("results/report/figures"),
+            patterns=["{dataset}/{split}/{figure}.svg"],
+            caption="../report/figure.rst",
+            category="Figures",
+            subcategory="{dataset} {split}",
+            labels={"dataset": "{dataset}", "split": "{split}", "figure": "{figure}"},
+        ),
     log:
         "logs/report.log",
     params:
-        groups=PLAN.groups(),
-        config=config,
+        layout=report_layout,
+        bootstrap=config["bootstrap"],
+        empty_hypothesis=config["empty_hypothesis"],
+        cases=config["report"]["cases"],
     conda:
         "../envs/core.yaml"
     envmodules: "radrank/core"
     resources:
-        mem_mb=1000,
-        runtime=5,
+        mem_mb=report_mem_mb,
+        runtime=30,
     script:
         "../scripts/report.py"

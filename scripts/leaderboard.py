@@ -7,6 +7,7 @@ from radrank import jobs  # noqa: E402
 sm = snakemake  # noqa: F821
 ranking = sm.params.ranking
 jobs.run_rule(sm, jobs.leaderboard, dataset=sm.wildcards.dataset, split=sm.wildcards.split,
-              summary_path=sm.input.summary, drops_paths=sm.params.drops, models_sheet=sm.params.models_sheet,
+              summary_path=sm.input.summary, replicates_path=sm.input.replicates,
+              comparisons_path=sm.input.comparisons, drops_paths=sm.params.drops, models_sheet=sm.params.models_sheet,
               rank_by=ranking["rank_by"], fallback_rank_by=ranking["fallback_rank_by"],
-              decimals=ranking["decimals"], out=sm.output[0])
+              decimals=ranking["decimals"], level=sm.params.level, out=sm.output.board, out_ranks=sm.output.ranks)

@@ -5,7 +5,6 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 
 from radrank import jobs  # noqa: E402
 
 sm = snakemake  # noqa: F821
-groups = [tuple(g) for g in sm.params.groups]
-jobs.run_rule(sm, jobs.report, leaderboards=dict(zip(groups, sm.input.leaderboards)),
-              comparisons=dict(zip(groups, sm.input.comparisons)), config=sm.params.config,
-              out_markdown=sm.output.markdown, out_html=sm.output.html)
+jobs.run_rule(sm, jobs.report, layout=sm.params.layout, bootstrap=sm.params.bootstrap,
+              empty_hypothesis=sm.params.empty_hypothesis, cases=sm.params.cases, out_markdown=sm.output.markdown,
+              out_html=sm.output.html, out_figures=sm.output.figures)

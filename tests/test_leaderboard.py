@@ -68,3 +68,36 @@ def test_model_metadata_sheet(tmp_path):
     assert (first["Model Name"], first["Date"], first["Institution"], first["Model URL"]) == \
         ("Model A", "2026-01-02", "Lab", "https://example.org/a")
     assert second["Model Name"] == "z" and second["Institution"] == ""
+
+
+def test_rank_uncertainty_columns_are_appended_after_rexranks(tmp_path):
+    import numpy as np
+
+    from radrank import metrics
+    from radrank.leaderboard import rank_uncertainty
+    from radrank.stats import bootstrap
+
+    rng = np.random.default_rng(0)
+    base = rng.uniform(0, 1, 60)
+    scores = {m: pd.DataFrame({"sample_id": range(60), "bleu2": np.clip(base + shift + rng.normal(0, 0.1, 60), 0, 1)})
+              for m, shift in (("a", 0.3), ("b", 0.0), ("c", 0.01))}
+    result = bootstrap(scores, metrics.leaves("bleu2"), n_boot=200, seed=1, level=0.95)
+    rank_summary, distribution, tied = rank_uncertainty(result.summary, result.replicates, result.comparisons,
+                                                        rank_by="radcliq_v1", fallback_rank_by="bleu2", level=0.95)
+    meta = {"b": {"name": "Model B"}, "c": {"name": "Model C"}}
+    board = build_leaderboard(result.summary, {}, meta, rank_summary=rank_summary, tied=tied)
+    plain = build_leaderboard(result.summary, {}, meta)
+    assert list(board.columns[:len(plain.columns)]) == list(plain.columns)  # ReXrank's and the old columns first
+    assert list(board.columns[len(plain.columns):]) == ["Rank CI", "Rank CI low", "Rank CI high", "P(rank=1)",
+                                                        "Tied with"]
+    first = board.iloc[0]
+    assert (first["model"], first["Rank CI"], first["P(rank=1)"], first["Tied with"]) == ("a", "[1, 1]", 1.0, "")
+    # b and c are indistinguishable: each is tied with the other, by display name, and their intervals overlap
+    rows = board.set_index("model")
+    assert rows.loc["b", "Tied with"] == "Model C" and rows.loc["c", "Tied with"] == "Model B"
+    assert rows.loc["b", "Rank CI low"] == 2 and rows.loc["b", "Rank CI high"] == 3
+    assert distribution.groupby("model")["probability"].sum().round(12).eq(1).all()
+    path = tmp_path / "board.csv"
+    board.to_csv(path, index=False)
+    again = pd.read_csv(path)
+    assert str(again["Rank CI low"].dtype) == "int64"  # whole ranks, not 2.0

@@ -97,9 +97,13 @@ def test_example_drop_files_and_summaries(example_run):
 
 def test_example_report(example_run):
     md = (example_run / "results/report/report.md").read_text()
-    assert "## demo_cxr — findings" in md and "careful vs hasty" in md
+    # display names, as on the leaderboard, never model ids
+    assert "## demo_cxr — findings" in md and "Careful-CXR (fictional) vs Hasty-RRG (fictional)" in md
+    assert "careful vs hasty" not in md
     html = (example_run / "results/report/report.html").read_text()
-    assert html.startswith("<!doctype html>") and "<table>" in html
+    assert html.startswith("<!doctype html>") and "<table" in html and html.count("<svg ") == 15
+    log = (example_run / "logs/report.log").read_text()
+    assert "Careful-CXR (fictional)" in log
 
 
 def test_provenance_in_outputs(example_run):

@@ -167,25 +167,64 @@ def model_summary(*, model, replicates_path, summary_path, pairs_path, drops_pat
                       out_summary=out_summary, out_generations=out_generations, out_drops=out_drops)
 
 
-def leaderboard(*, dataset, split, summary_path, drops_paths: dict, models_sheet, rank_by, fallback_rank_by,
-                decimals, out):
+def leaderboard(*, dataset, split, summary_path, replicates_path, comparisons_path, drops_paths: dict, models_sheet,
+                rank_by, fallback_rank_by, decimals, level, out, out_ranks):
+    """The leaderboard CSV and the rank distribution it rests on (results/stats/.../ranks.parquet)."""
     import pandas as pd
 
-    from radrank.leaderboard import build_leaderboard, read_model_metadata
+    from radrank.leaderboard import build_leaderboard, rank_leaf_of, rank_uncertainty, read_model_metadata
 
     summary = pd.read_parquet(summary_path)
+    rank_leaf, _ = rank_leaf_of(list(dict.fromkeys(summary["metric"])), rank_by, fallback_rank_by)
+    # only the rank leaf's resamples: the file holds every leaf's
+    replicates = pd.read_parquet(replicates_path, filters=[("metric", "==", rank_leaf)])
+    comparisons = pd.read_parquet(comparisons_path, filters=[("metric", "==", rank_leaf)])
+    rank_summary, distribution, tied = rank_uncertainty(summary, replicates, comparisons, rank_by=rank_by,
+                                                        fallback_rank_by=fallback_rank_by, level=level)
     drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in drops_paths.items()}
     meta = read_model_metadata(models_sheet) if models_sheet else None
     table = build_leaderboard(summary, drops, meta, rank_by=rank_by, fallback_rank_by=fallback_rank_by,
-                              decimals=decimals)
-    log.info("%s/%s leaderboard: %d models, %s", dataset, split, len(table), table["Ranked by"].iloc[0])
+                              decimals=decimals, rank_summary=rank_summary, tied=tied)
+    first = table.iloc[0]
+    log.info("%s/%s leaderboard: %d models, %s; rank 1: %s (P(rank=1) = %s, rank interval %s)", dataset, split,
+             len(table), first["Ranked by"], first["Model Name"], first["P(rank=1)"], first["Rank CI"])
+    prov = provenance.record("ranks", dataset=dataset, split=split, metric=rank_leaf, level=level,
+                             n_bootstrap=int(rank_summary["n_bootstrap"].iloc[0]) if len(rank_summary) else 0,
+                             config_hash=io.read_provenance(summary_path).get("config_hash"),
+                             method="competition ranks of the models on every shared bootstrap resample "
+                                    "(radrank.stats.ranks)")
+    io.write_parquet(distribution, out_ranks, prov)
     io.write_csv(table, out)
 
 
-def report(*, leaderboards: dict, comparisons: dict, config, out_markdown, out_html):
-    from radrank.report import render_report
+def report(*, layout: list, bootstrap: dict, empty_hypothesis: str, cases: int, out_markdown, out_html,
+           out_figures, metaeval_paths: dict | None = None):
+    """The report page, its Markdown summary and its figures as SVG files (the same SVG the page inlines).
 
-    markdown, html = render_report(leaderboards, comparisons, config)
+    ``layout``: per dataset × split the files it reads (rules/common.smk, ``report_layout``);
+    ``metaeval_paths``: optional {set name: agreement CSV} for the meta-evaluation section.
+    """
+    import os
+
+    import pandas as pd
+
+    from radrank.report import load_group, render_report
+
+    groups = []
+    for entry in layout:
+        group = load_group(entry, cases=cases)
+        names = group.names
+        log.info("%s/%s: %d models (%s), %d per-sample rows, %d drill-down cases", group.dataset, group.split,
+                 len(group.order), ", ".join(names[m] for m in group.order), len(group.values), len(group.cases))
+        groups.append(group)
+    metaeval = {name: pd.read_csv(path) for name, path in (metaeval_paths or {}).items()}
+    markdown, html, figures = render_report(groups, bootstrap=bootstrap, empty_hypothesis=empty_hypothesis,
+                                            cases=cases, metaeval=metaeval or None,
+                                            link_base=os.path.dirname(str(out_html)))
+    os.makedirs(out_figures, exist_ok=True)  # a directory output, complete once the page is written
+    for name, svg in sorted(figures.items()):
+        io.write_text(svg, os.path.join(str(out_figures), name))
+    log.info("report: %d figures, %.1f kB of HTML", len(figures), len(html.encode()) / 1000)
     io.write_text(html, out_html)
     io.write_text(markdown, out_markdown)
 

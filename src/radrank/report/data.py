@@ -1,0 +1,224 @@
+"""What the report shows for one dataset × split, read from the workflow's files.
+
+Only what is shown is read: per score file the per-sample value columns (all
+rows), then for the drill-down cases only their rows of the pairs and of the
+judges' explanation columns (parquet column selection and row filters), and the
+provenance from each file's metadata, which the reads above return anyway.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from radrank import metrics
+
+# The judges' explanations shown beside their cases: metric -> columns read for the drill-down rows.
+EXPLANATIONS = {
+    "green": ("green_analysis", "green_matched", "green_significant", "green_insignificant",
+              *(f"green_sig_{c}" for c in "abcdef"), "green_unparsed_reason"),
+    "crimson": ("crimson_response", "crimson_reason"),
+}
+CONTEXT_COLUMNS = ("context", "age", "sex", "indication", "comparison")
+
+
+@dataclass(frozen=True)
+class SampleColumn:
+    """A per-sample value: the column of a mean leaf, or a metric's own per-sample score (e.g. sentence
+    BLEU-4 beside the corpus BLEU-4 leaf)."""
+
+    column: str
+    label: str
+    higher_is_better: bool
+    leaf: str | None  # the leaf whose mean it is; None for a metric's per-sample score of a corpus leaf
+
+
+def is_count_leaf(leaf) -> bool:
+    """A leaf that counts samples (e.g. GREEN unparsed), not a quality score."""
+    return not leaf.is_mean and tuple(leaf.stats) == (leaf.name,)
+
+
+def sample_columns(metric_name: str) -> list[SampleColumn]:
+    """The per-sample values of one metric: every mean leaf's column; for a metric with no mean
+    leaf, its first declared column when no corpus leaf sums it (BLEU-4's ``bleu4_sentence``)."""
+    spec = metrics.get(metric_name)
+    out = [SampleColumn(leaf.column, leaf.label, leaf.higher_is_better, leaf.name)
+           for leaf in spec.leaves if leaf.is_mean]
+    if not out and spec.columns:
+        summed = {c for leaf in spec.leaves for c in leaf.stats}
+        first = spec.columns[0]
+        quality = [leaf for leaf in spec.leaves if not is_count_leaf(leaf)]
+        if first not in summed and quality:
+            out.append(SampleColumn(first, f"{quality[0].label} (per sample)", quality[0].higher_is_better, None))
+    return out
+
+
+@dataclass
+class Group:
+    """Everything the report shows for one dataset × split."""
+
+    dataset: str
+    split: str
+    board: "object"  # the leaderboard CSV, best first
+    summary: "object"  # statistics summary (unrounded estimates and intervals)
+    comparisons: "object"  # every pair × leaf
+    ranks: "object"  # rank distribution: model, metric, rank, probability
+    values: "object"  # per-sample values: model, sample_id, one column per SampleColumn
+    columns: list  # SampleColumn, in metric order
+    leaves: list  # radrank Leaf objects computed for this group, in metric order
+    metric_names: list  # the metrics scored for this group
+    cases: "object"  # drill-down rows (see :func:`select_cases`)
+    drops: dict  # model -> drop list DataFrame
+    drop_paths: dict  # model -> path of its drop list, as the workflow wrote it
+    provenance: dict = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}/{self.split}"
+
+    @property
+    def order(self) -> list:
+        return list(self.board["model"])
+
+    @property
+    def names(self) -> dict:
+        return dict(zip(self.board["model"], self.board["Model Name"].astype(str)))
+
+    @property
+    def rank_leaf(self) -> str:
+        return str(self.board["rank_metric"].iloc[0])
+
+    def leaf(self, name):
+        return next(leaf for leaf in self.leaves if leaf.name == name)
+
+    def rank_column(self) -> SampleColumn | None:
+        """The per-sample value the drill-down sorts by: the rank leaf's, else its metric's per-sample score."""
+        for col in self.columns:
+            if col.leaf == self.rank_leaf:
+                return col
+        owner = next((name for name in self.metric_names
+                      if any(leaf.name == self.rank_leaf for leaf in metrics.get(name).leaves)), None)
+        if owner is not None:
+            return next(iter(sample_columns(owner)), None)
+        return None
+
+
+def _read(path, columns=None, filters=None):
+    import pyarrow.parquet as pq
+
+    from radrank.io import PROVENANCE_KEY
+
+    table = pq.read_table(path, columns=columns, filters=filters)
+    raw = (table.schema.metadata or {}).get(PROVENANCE_KEY)
+    return table.to_pandas(), (json.loads(raw) if raw else {})
+
+
+def _per_sample_values(models: dict, metric_names: list):
+    """(long DataFrame model, sample_id, columns…; SampleColumns; score provenance per (model, metric))."""
+    import pandas as pd
+
+    cols = [c for name in metric_names for c in sample_columns(name)]
+    frames, prov = [], {}
+    for model, entry in models.items():
+        parts = {"sample_id": None}
+        for name in metric_names:
+            wanted = [c.column for c in cols if c.column in set(metrics.get(name).columns)]
+            df, meta = _read(entry["scores"][name], ["sample_id", *wanted])
+            prov[model, name] = meta
+            if parts["sample_id"] is None:
+                parts["sample_id"] = df["sample_id"]
+            elif not df["sample_id"].equals(parts["sample_id"]):
+                raise ValueError(f"{entry['scores'][name]}: sample ids differ from the model's other score files")
+            for c in wanted:
+                parts[c] = df[c].astype("float64")
+        frame = pd.DataFrame(parts)
+        frame.insert(0, "model", model)
+        frames.append(frame)
+    values = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "sample_id"])
+    return values, cols, prov
+
+
+def select_cases(values, rank_column: SampleColumn | None, n: int):
+    """The ``n`` worst and ``n`` best scored samples of each model on ``rank_column``.
+
+    Samples without a finite value are left out; ties are broken by sample id, so the choice is
+    reproducible. Returns model, kind ("worst" / "best"), position (1 = worst or best), sample_id.
+    """
+    import pandas as pd
+
+    out = []
+    if rank_column is None or n == 0:
+        return pd.DataFrame(columns=["model", "kind", "position", "sample_id"])
+    for model, rows in values.groupby("model", sort=True):
+        scored = rows[np.isfinite(rows[rank_column.column])]
+        ordered = scored.sort_values([rank_column.column, "sample_id"], kind="stable",
+                                     ascending=[rank_column.higher_is_better, True])  # worst first
+        worst = list(ordered["sample_id"].iloc[:n])
+        rest = ordered[~ordered["sample_id"].isin(worst)]
+        best = list(rest["sample_id"].iloc[::-1].iloc[:n])
+        out += [(model, "worst", i + 1, s) for i, s in enumerate(worst)]
+        out += [(model, "best", i + 1, s) for i, s in enumerate(best)]
+    return pd.DataFrame(out, columns=["model", "kind", "position", "sample_id"])
+
+
+def _case_details(cases, values, models: dict, metric_names: list):
+    """Add the texts, every per-sample value and the judges' explanations to the chosen cases."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    if cases.empty:
+        return cases, {}
+    pairs_prov = {}
+    parts = []
+    for model, chosen in cases.groupby("model", sort=True):
+        ids = list(chosen["sample_id"])
+        path = models[model]["pairs"]
+        present = set(pq.read_schema(path).names)
+        text_cols = ["sample_id", "reference", "hypothesis", *[c for c in CONTEXT_COLUMNS if c in present]]
+        texts, meta = _read(path, text_cols, filters=[("sample_id", "in", ids)])
+        pairs_prov[model] = meta
+        merged = chosen.merge(texts, on="sample_id", how="left", validate="one_to_one")
+        for name in metric_names:
+            explanation = [c for c in EXPLANATIONS.get(name, ()) if c in set(metrics.get(name).columns)]
+            if explanation:
+                extra, _ = _read(models[model]["scores"][name], ["sample_id", *explanation],
+                                 filters=[("sample_id", "in", ids)])
+                merged = merged.merge(extra, on="sample_id", how="left", validate="one_to_one")
+        parts.append(merged)
+    detailed = pd.concat(parts, ignore_index=True)
+    detailed = detailed.merge(values, on=["model", "sample_id"], how="left", validate="one_to_one")
+    return detailed, pairs_prov
+
+
+def _pairs_provenance(models: dict, already: dict) -> dict:
+    from radrank.io import read_provenance
+
+    return {m: already.get(m) or read_provenance(entry["pairs"]) for m, entry in models.items()}
+
+
+def load_group(entry: dict, *, cases: int = 5) -> Group:
+    """Read one dataset × split from the paths in ``entry`` (the workflow's report layout:
+    dataset, split, leaderboard, ranks, summary, comparisons, and per model its pairs, drops and
+    one score file per metric)."""
+    import pandas as pd
+
+    board = pd.read_csv(entry["leaderboard"], keep_default_na=True)
+    summary, stats_prov = _read(entry["summary"])
+    comparisons, _ = _read(entry["comparisons"])
+    ranks, _ = _read(entry["ranks"])
+    models = entry["models"]
+    metric_names = list(next(iter(models.values()))["scores"]) if models else []
+    values, columns, score_prov = _per_sample_values(models, metric_names)
+    leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
+    drops = {m: pd.read_csv(e["drops"], dtype=str, keep_default_na=False) for m, e in models.items()}
+    group = Group(dataset=entry["dataset"], split=entry["split"], board=board, summary=summary,
+                  comparisons=comparisons, ranks=ranks, values=values, columns=columns, leaves=leaves,
+                  metric_names=metric_names,
+                  cases=None, drops=drops, drop_paths={m: e["drops"] for m, e in models.items()},
+                  provenance={"statistics": stats_prov, "scores": score_prov})
+    chosen = select_cases(values, group.rank_column(), cases)
+    group.cases, pairs_prov = _case_details(chosen, values, models, metric_names)
+    group.provenance["pairs"] = _pairs_provenance(models, pairs_prov)
+    return group

@@ -1,0 +1,570 @@
+"""The report's content for one dataset × split, the meta-evaluation and the provenance:
+HTML, the Markdown summary, and the figures (SVG text) each part shows."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from radrank.leaderboard import META_COLUMNS, REXRANK_COLUMNS
+from radrank.report import figures
+from radrank.report.data import Group, is_count_leaf
+from radrank.report.page import Cell, Table, details, esc, figure, num, pval, slug
+from radrank.stats import ranks
+
+HEADLINE_LIMIT = 8
+DROP_ROWS_SHOWN = 50
+RANK_COLUMNS = ("Rank CI", "Rank CI low", "Rank CI high", "P(rank=1)", "Tied with")
+GREEN_ERRORS = {  # GREEN's clinically significant error categories (a)–(f)
+    "a": "false finding", "b": "missing finding", "c": "wrong location", "d": "wrong severity",
+    "e": "comparison not in the reference", "f": "comparison omitted",
+}
+
+
+@dataclass
+class Part:
+    """One rendered part of the page."""
+
+    html: list = field(default_factory=list)
+    markdown: list = field(default_factory=list)
+    figures: dict = field(default_factory=dict)  # relative file name -> SVG text
+    toc: list = field(default_factory=list)  # (anchor, title, [(anchor, title)])
+
+
+def headline_leaves(group: Group) -> list[str]:
+    """The rank leaf, then ReXrank's columns, then the other computed leaves; no counts; at most 8."""
+    computed = {leaf.name: leaf for leaf in group.leaves if not is_count_leaf(leaf)}
+    estimated = set(group.summary.loc[np.isfinite(group.summary["estimate"].astype(float)), "metric"])
+    order = [group.rank_leaf] + [leaf for _, leaf in REXRANK_COLUMNS if leaf] + list(computed)
+    out = [name for name in dict.fromkeys(order) if name in computed and name in estimated]
+    return out[:HEADLINE_LIMIT]
+
+
+def _metric_columns(board) -> list[str]:
+    skip = {"Rank", *META_COLUMNS, "n", "Dropped", "Scored as empty", "Ranked by", "rank_metric", "model",
+            *RANK_COLUMNS}
+    return [c for c in board.columns if c not in skip and not c.endswith((" CI low", " CI high"))
+            and board[c].notna().any()]
+
+
+def _with_ci(row, column) -> str:
+    value = num(row[column])
+    low, high = row.get(f"{column} CI low"), row.get(f"{column} CI high")
+    if low is not None and not (isinstance(low, float) and math.isnan(low)):
+        return f"{value} [{num(low)}, {num(high)}]"
+    return value
+
+
+def _text(x) -> str:
+    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
+
+
+# --- leaderboard -------------------------------------------------------------------------------------------
+
+
+def leaderboard_table(group: Group) -> Table:
+    board = group.board
+    cols = _metric_columns(board)
+    header = ["Rank", "Model", "Rank CI", "P(rank=1)", "Tied with", *cols, "n", "Dropped", "Scored as empty"]
+    rows = []
+    for _, r in board.iterrows():
+        rows.append([
+            Cell(r["Rank"], r["Rank"]), Cell(r["Model Name"], cls="nm"),
+            Cell(_text(r.get("Rank CI")), r.get("Rank CI low")), Cell(num(r.get("P(rank=1)")), r.get("P(rank=1)")),
+            _text(r.get("Tied with")) or "–",
+            *[Cell(_with_ci(r, c), r[c]) for c in cols],
+            Cell(r["n"], r["n"]), Cell(r["Dropped"], r["Dropped"]), Cell(r["Scored as empty"], r["Scored as empty"]),
+        ])
+    return Table(header, rows, text_columns=(1, 4))
+
+
+def _adjacent_rows(group: Group, level: float):
+    pairs = ranks.pair_table(group.comparisons, group.rank_leaf)
+    names, order = group.names, group.order
+    rows = []
+    for a, b in zip(order, order[1:]):
+        if (a, b) not in pairs:
+            continue
+        delta, lo, hi, p, n_common = pairs[a, b]
+        distinct = "yes" if np.isfinite(p) and p < 1 - level else "no"
+        rows.append([f"{names[a]} vs {names[b]}", Cell(num(delta), delta), f"[{num(lo)}, {num(hi)}]",
+                     Cell(pval(p), p), Cell(n_common, n_common), distinct])
+    return rows
+
+
+# --- figures of one group -------------------------------------------------------------------------------
+
+
+def _rank_part(group: Group, base: str, part: Part):
+    order, names = group.order, group.names
+    n = len(order)
+    dist = group.ranks.pivot(index="model", columns="rank", values="probability").reindex(index=order,
+                                                                                         columns=range(1, n + 1))
+    board = group.board
+    svg = figures.rank_figure([names[m] for m in order], dist.to_numpy(dtype="float64"),
+                              board["Rank"].to_numpy(dtype="float64"),
+                              board["Rank CI low"].to_numpy(dtype="float64"),
+                              board["Rank CI high"].to_numpy(dtype="float64"),
+                              name=f"{base}-ranks", title=f"Rank distribution on {_label(group, group.rank_leaf)}")
+    part.figures[f"{group.dataset}/{group.split}/ranks.svg"] = svg
+    n_boot = int(group.summary["n_bootstrap"].iloc[0]) if len(group.summary) else 0
+    level = float(group.summary["level"].iloc[0]) if len(group.summary) else 0.95
+    part.html.append(figure(svg, (
+        f"Each model's rank on every one of the {n_boot} shared bootstrap resamples: cell (model, k) is the share "
+        f"of resamples on which the model ranks k-th; the dot is its rank on all cases and the red line its "
+        f"{level:.0%} rank interval (the Rank CI column). A model whose line overlaps another's cannot be "
+        "told apart from it with confidence.")))
+
+
+def _label(group: Group, leaf: str) -> str:
+    rows = group.summary[group.summary["metric"] == leaf]
+    return str(rows["label"].iloc[0]) if len(rows) else leaf
+
+
+def _forest_part(group: Group, base: str, headline: list, part: Part):
+    order, names = group.order, group.names
+    by = group.summary.set_index(["model", "metric"])
+    panels = []
+    for leaf in headline:
+        panels.append({
+            "label": _label(group, leaf),
+            "estimate": [by.loc[(m, leaf), "estimate"] for m in order],
+            "lower": [by.loc[(m, leaf), "ci_lower"] for m in order],
+            "upper": [by.loc[(m, leaf), "ci_upper"] for m in order],
+            "higher_is_better": group.leaf(leaf).higher_is_better, "accent": leaf == group.rank_leaf,
+        })
+    svg = figures.forest_figure([names[m] for m in order], panels, name=f"{base}-forest",
+                                title="Estimates with bootstrap intervals, models in rank order")
+    part.figures[f"{group.dataset}/{group.split}/forest.svg"] = svg
+    level = float(group.summary["level"].iloc[0])
+    part.html.append(figure(svg, (
+        f"Point estimate on all cases (dot) and {level:.0%} percentile bootstrap interval (line) per model and "
+        "headline metric; models in leaderboard order, the metric that ranks the table in red.")))
+
+
+def comparison_matrix(group: Group, level: float):
+    """(Δ row − column, advantage (Δ oriented so + = row better), Holm-adjusted p, raw p) in board order."""
+    order = group.order
+    pairs = ranks.pair_table(group.comparisons, group.rank_leaf)
+    n = len(order)
+    delta, raw = np.full((n, n), np.nan), np.full((n, n), np.nan)
+    for i, a in enumerate(order):
+        for j, b in enumerate(order):
+            if i != j and (a, b) in pairs:
+                delta[i, j], raw[i, j] = pairs[a, b][0], pairs[a, b][3]
+    iu = np.triu_indices(n, 1)
+    adjusted = np.full((n, n), np.nan)
+    adjusted[iu] = ranks.holm(raw[iu])
+    adjusted.T[iu] = adjusted[iu]
+    sign = 1.0 if group.leaf(group.rank_leaf).higher_is_better else -1.0
+    return delta, sign * delta, adjusted, raw
+
+
+def _comparison_part(group: Group, base: str, level: float, part: Part):
+    order, names = group.order, group.names
+    delta, advantage, adjusted, raw = comparison_matrix(group, level)
+    alpha = 1 - level
+    significant = np.isfinite(adjusted) & (adjusted < alpha)
+    label = _label(group, group.rank_leaf)
+    svg = figures.comparison_figure([names[m] for m in order], advantage, delta, significant, label=label,
+                                    name=f"{base}-pairs", title=f"Paired differences on {label}, every pair")
+    part.figures[f"{group.dataset}/{group.split}/comparisons.svg"] = svg
+    n = len(order)
+    m = n * (n - 1) // 2
+    part.html.append(figure(svg, (
+        f"Cell (row, column) is the difference row − column on {label} over the cases both models have, "
+        "coloured by how much better (blue) or worse (red) the row model is. * = significant at "
+        f"{level:.0%} after Holm's step-down correction over all {m} pairs (family-wise error ≤ {alpha:.0%}); "
+        "p-values are two-sided paired bootstrap p-values.")))
+    adjacent = _adjacent_rows(group, level)
+    if adjacent:
+        part.html.append(f"<p>Adjacent ranks on {esc(label)}: difference (upper − lower row), its interval and the "
+                         "two-sided paired bootstrap p-value, uncorrected (each line answers one question).</p>")
+        part.html.append(Table(["Pair", "Δ", "Interval", "p", "Common cases", f"Distinct at {level:.0%}"],
+                               adjacent, text_columns=(0,)).html())
+    rows = []
+    pairs = ranks.pair_table(group.comparisons, group.rank_leaf)
+    for i, a in enumerate(order):
+        for j in range(i + 1, n):
+            b = order[j]
+            if (a, b) not in pairs:
+                continue
+            d, lo, hi, p, n_common = pairs[a, b]
+            rows.append([names[a], names[b], Cell(num(d), d), f"[{num(lo)}, {num(hi)}]", Cell(pval(p), p),
+                         Cell(pval(adjusted[i, j]), adjusted[i, j]), Cell(n_common, n_common),
+                         Cell("yes" if significant[i, j] else "no", cls="sig" if significant[i, j] else "")])
+    part.html.append(details(f"All {len(rows)} pairs with Holm-adjusted p-values", Table(
+        ["Model A", "Model B", "Δ (A − B)", "Interval", "p", "p (Holm)", "Common cases",
+         f"Significant at {level:.0%} (Holm)"], rows, text_columns=(0, 1)).html()))
+
+
+def kendall_matrix(columns: list, orientation: list) -> np.ndarray:
+    """Kendall τ-b between every two of ``columns`` (arrays of equal length), over the positions where both
+    are finite; each column multiplied by its orientation (+1 higher is better, −1 lower is better)."""
+    from scipy.stats import kendalltau
+
+    k = len(columns)
+    tau = np.eye(k)
+    data = [np.asarray(c, dtype="float64") * o for c, o in zip(columns, orientation)]
+    for i in range(k):
+        for j in range(i + 1, k):
+            ok = np.isfinite(data[i]) & np.isfinite(data[j])
+            t = np.nan
+            if ok.sum() >= 2:
+                t = kendalltau(data[i][ok], data[j][ok]).statistic
+            tau[i, j] = tau[j, i] = t
+    for i in range(k):
+        if np.isfinite(data[i]).sum() < 2 or np.nanstd(data[i]) == 0:
+            tau[i, i] = np.nan
+    return tau
+
+
+def _agreement_part(group: Group, base: str, part: Part):
+    leaves = [leaf for leaf in group.leaves if not is_count_leaf(leaf)]
+    est = group.summary.pivot(index="model", columns="metric", values="estimate").reindex(group.order)
+    leaves = [leaf for leaf in leaves if leaf.name in est.columns and np.isfinite(est[leaf.name]).sum() >= 2]
+    panels = []
+    if len(leaves) >= 2:
+        panels.append({"title": f"across models ({len(group.order)} point estimates)",
+                       "labels": [leaf.label for leaf in leaves],
+                       "tau": kendall_matrix([est[leaf.name].to_numpy() for leaf in leaves],
+                                             [1 if leaf.higher_is_better else -1 for leaf in leaves])})
+    cols = [c for c in group.columns if np.isfinite(group.values[c.column]).sum() >= 2]
+    if len(cols) >= 2:
+        panels.append({"title": f"per sample ({len(group.values)} model × case pairs)",
+                       "labels": [c.label for c in cols],
+                       "tau": kendall_matrix([group.values[c.column].to_numpy() for c in cols],
+                                             [1 if c.higher_is_better else -1 for c in cols])})
+    if not panels:
+        part.html.append("<p class=\"note\">Fewer than two metrics: no agreement to show.</p>")
+        return
+    svg = figures.agreement_figure(panels, name=f"{base}-agreement", title="Do the metrics agree on the order?")
+    part.figures[f"{group.dataset}/{group.split}/agreement.svg"] = svg
+    part.html.append(figure(svg, (
+        "Kendall τ-b between metrics, each oriented so that higher means better (lower-is-better metrics such as "
+        "RadCliQ are negated): 1 = same order, 0 = unrelated, −1 = opposite order. Left: over the models' point "
+        "estimates (does the metric rank the models alike?); right: over every scored (model, case) pair (do "
+        "they agree on which reports are good?). Corpus metrics appear on the right through their per-sample "
+        "score where the metric has one (e.g. sentence BLEU-4).")))
+
+
+def distribution_columns(group: Group, headline: list) -> list:
+    rank_col = group.rank_column()
+    order = ([rank_col] if rank_col else []) + \
+        [c for leaf in headline for c in group.columns if c.leaf == leaf] + \
+        [c for c in group.columns if c.leaf is None]
+    seen, out = set(), []
+    for c in order:
+        if c.column not in seen and np.isfinite(group.values[c.column]).any():
+            seen.add(c.column)
+            out.append(c)
+    # a violin per model and panel: fewer panels when there are many models keeps the page light
+    return out[:HEADLINE_LIMIT if len(group.order) <= 40 else HEADLINE_LIMIT // 2]
+
+
+def _distribution_part(group: Group, base: str, headline: list, part: Part):
+    cols = distribution_columns(group, headline)
+    if not cols:
+        part.html.append("<p class=\"note\">No per-sample values to show.</p>")
+        return
+    order, names = group.order, group.names
+    by_model = dict(tuple(group.values.groupby("model", sort=False)))
+    rank_col = group.rank_column()
+    panels = [{"label": c.label, "values": [by_model[m][c.column].to_numpy(dtype="float64") for m in order],
+               "higher_is_better": c.higher_is_better, "accent": rank_col is not None and c.column == rank_col.column}
+              for c in cols]
+    svg = figures.distribution_figure([names[m] for m in order], panels, name=f"{base}-distributions",
+                                      title="Per-sample scores")
+    part.figures[f"{group.dataset}/{group.split}/distributions.svg"] = svg
+    part.html.append(figure(svg, (
+        "Distribution of the per-sample values per model (binned density), with the interquartile range (bar) "
+        "and median (white tick); models in leaderboard order. A mass at the bottom is a set of cases the model "
+        "fails outright — see the cases below.")))
+
+
+# --- drill-down -----------------------------------------------------------------------------------------
+
+
+def _green_html(row) -> str:
+    if "green_analysis" not in row or _text(row.get("green_analysis")) == "" and \
+            _text(row.get("green_unparsed_reason")) == "":
+        return ""
+    if _text(row.get("green_unparsed_reason")):
+        head = f"<span class=\"err\">GREEN: not parsed ({esc(row['green_unparsed_reason'])})</span>"
+    else:
+        errors = ", ".join(f"{GREEN_ERRORS[c]} {int(row[f'green_sig_{c}'])}" for c in GREEN_ERRORS
+                           if f"green_sig_{c}" in row and np.isfinite(row[f"green_sig_{c}"]) and row[f"green_sig_{c}"])
+        head = (f"<b>GREEN</b> matched findings {num(row.get('green_matched'), 0)}; clinically significant errors "
+                f"{num(row.get('green_significant'), 0)}{f' ({esc(errors)})' if errors else ''}; insignificant "
+                f"{num(row.get('green_insignificant'), 0)}")
+    return head + details("judge's analysis", f"<pre>{esc(_text(row.get('green_analysis')))}</pre>")
+
+
+def crimson_errors(response: str):
+    """(false findings, missing findings, attribute errors) as readable strings from a CRIMSON answer,
+    or None when the answer is not the JSON object the judge was asked for."""
+    from radrank.metrics.crimson import extract_json_text
+
+    try:
+        data = json.loads(extract_json_text(response))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+
+    def findings(key):
+        items = data.get(key) or []
+        return {str(f.get("id")): f for f in items if isinstance(f, dict)}
+
+    ref, pred = findings("reference_findings"), findings("predicted_findings")
+    errors = data.get("errors") if isinstance(data.get("errors"), dict) else {}
+
+    def describe(table, fid):
+        f = table.get(str(fid), {})
+        sig = f.get("clinical_significance")
+        return f"{f.get('finding', fid)}" + (f" ({sig})" if sig else "")
+
+    false = [describe(pred, fid) for fid in errors.get("false_findings") or []]
+    missing = [describe(ref, fid) for fid in errors.get("missing_findings") or []]
+    attribute = []
+    for e in errors.get("attribute_errors") or []:
+        if isinstance(e, dict):
+            kinds = ", ".join(map(str, e.get("error_types") or []))
+            attribute.append(f"{describe(pred, e.get('pred_id'))}: {kinds}"
+                             + (f" ({e['severity']})" if e.get("severity") else ""))
+        else:
+            attribute.append(str(e))
+    return false, missing, attribute
+
+
+def _crimson_html(row) -> str:
+    if "crimson_response" not in row or _text(row.get("crimson_response")) == "":
+        return ""
+    response = _text(row["crimson_response"])
+    parsed = None if _text(row.get("crimson_reason")) else crimson_errors(response)
+    raw = details("judge's answer", f"<pre>{esc(response)}</pre>")
+    if parsed is None:
+        return f"<span class=\"err\">CRIMSON: not scored ({esc(_text(row.get('crimson_reason')) or 'unparsed')})</span>{raw}"
+    lines = []
+    for title, items in zip(("false findings", "missing findings", "attribute errors"), parsed):
+        lines.append(f"{title}: " + ("; ".join(esc(i) for i in items) if items else "none"))
+    return "<b>CRIMSON</b> " + "<br>".join(lines) + raw
+
+
+def _context(row) -> str:
+    if _text(row.get("context")):
+        return _text(row["context"])
+    parts = [f"{k}: {_text(row.get(k))}" for k in ("age", "sex", "indication", "comparison") if _text(row.get(k))]
+    return "; ".join(parts)
+
+
+def _cases_part(group: Group, n_cases: int, part: Part):
+    rank_col = group.rank_column()
+    if rank_col is None or group.cases is None or group.cases.empty:
+        part.html.append("<p class=\"note\">No per-sample value of the rank metric: no cases to show.</p>")
+        return
+    names = group.names
+    judges = [m for m in ("green", "crimson") if m in group.metric_names]
+    direction = "lowest" if rank_col.higher_is_better else "highest"
+    part.html.append(
+        f"<p>For each model, its {n_cases} worst and {n_cases} best cases on {esc(rank_col.label)} (worst = "
+        f"{direction} value; cases without a value are left out; ties broken by sample id), with every metric's "
+        "per-sample value" + (" and the judges' explanations" if judges else "") + ".</p>")
+    header = ["Case", "Scores", "Reference", "Hypothesis", "Context"]
+    if judges:
+        header.append("Judges")
+    others = [c for c in group.columns if c.column != rank_col.column]
+    for model in group.order:
+        rows = group.cases[group.cases["model"] == model]
+        if rows.empty:
+            continue
+        table_rows = []
+        for _, r in rows.iterrows():
+            values = "<br>".join([f"<b>{esc(rank_col.label)}&nbsp;{num(r[rank_col.column])}</b>"]
+                                 + [f"{esc(c.label)}&nbsp;{num(r[c.column])}" for c in others])
+            row = [Cell(f"{esc(r['kind'])} {r['position']}<br><span class=\"muted\">{esc(r['sample_id'])}</span>",
+                        raw=True),
+                   Cell(values, cls="kv", raw=True),
+                   Cell(_text(r.get("reference")), cls="text"), Cell(_text(r.get("hypothesis")), cls="text"),
+                   Cell(_context(r), cls="text ctx")]
+            if judges:
+                row.append(Cell("<br>".join(h for h in (_green_html(r), _crimson_html(r)) if h), cls="text judge",
+                                raw=True))
+            table_rows.append(row)
+        scored = int(np.isfinite(group.values.loc[group.values["model"] == model, rank_col.column]).sum())
+        table = Table(header, table_rows, sortable=False, text_columns=range(len(header)))
+        part.html.append(details(f"<b>{esc(names[model])}</b> <span class=\"badge\">{scored} scored cases</span>",
+                                 table.html(), cls="model"))
+
+
+def _drops_part(group: Group, link_base: str | None, part: Part):
+    names = group.names
+    rows, lists = [], []
+    for model in group.order:
+        drops = group.drops.get(model)
+        counts = drops["action"].value_counts() if drops is not None and len(drops) else {}
+        path = group.drop_paths.get(model)
+        href = os.path.relpath(path, link_base) if (path and link_base) else path
+        link = f"<a href=\"{esc(href)}\">{esc(os.path.basename(path))}</a>" if path else "–"
+        listed = 0 if drops is None else len(drops)
+        rows.append([names[model], Cell(int(counts.get("dropped", 0)), int(counts.get("dropped", 0))),
+                     Cell(int(counts.get("scored_as_empty", 0)), int(counts.get("scored_as_empty", 0))),
+                     Cell(int(counts.get("truncated", 0)), int(counts.get("truncated", 0))),
+                     Cell(listed, listed), Cell(link, raw=True)])
+        if listed:
+            shown = drops.head(DROP_ROWS_SHOWN)
+            cols = [c for c in ("sample_id", "reason", "action", "detail") if c in shown.columns]
+            table = Table(cols, shown[cols].astype(str).values.tolist(), text_columns=range(len(cols)))
+            more = (f"<p class=\"note\">{listed - DROP_ROWS_SHOWN} more rows in {link}.</p>"
+                    if listed > DROP_ROWS_SHOWN else "")
+            lists.append(details(f"{esc(names[model])}: {listed} listed", table.html() + more, cls="model"))
+    part.html.append("<p>Every sample not scored as given, per model (the drop files the workflow wrote; "
+                     "links are relative to this page in results/report/).</p>")
+    part.html.append(Table(["Model", "Dropped", "Scored as empty", "Truncated", "Listed", "File"], rows,
+                           text_columns=(0, 5)).html())
+    part.html.extend(lists)
+
+
+# --- one group ----------------------------------------------------------------------------------------------
+
+
+def group_part(group: Group, *, level: float, n_cases: int, link_base: str | None) -> Part:
+    part = Part()
+    base = slug(group.dataset, group.split)
+    sub = [(f"{base}-{k}", t) for k, t in (
+        ("leaderboard", "Leaderboard"), ("ranks", "Rank uncertainty"), ("forest", "Estimates"),
+        ("pairs", "Paired comparisons"), ("agreement", "Metric agreement"), ("distributions", "Distributions"),
+        ("cases", "Worst and best cases"), ("drops", "Drop lists"))]
+    title = f"{group.dataset} — {group.split}"
+    part.toc.append((base, title, sub))
+    ranked_by = str(group.board["Ranked by"].iloc[0])
+    part.html.append(f"<section id=\"{base}\"><h2>{esc(title)}</h2>")
+    part.html.append(f"<p>Ranked by {esc(ranked_by)}. {len(group.order)} models; brackets are {level:.0%} "
+                     "percentile bootstrap intervals. Click a column header to sort.</p>")
+    headline = headline_leaves(group)
+    steps = {
+        "leaderboard": lambda: part.html.append(leaderboard_table(group).html()),
+        "ranks": lambda: _rank_part(group, base, part),
+        "forest": lambda: _forest_part(group, base, headline, part),
+        "pairs": lambda: _comparison_part(group, base, level, part),
+        "agreement": lambda: _agreement_part(group, base, part),
+        "distributions": lambda: _distribution_part(group, base, headline, part),
+        "cases": lambda: _cases_part(group, n_cases, part),
+        "drops": lambda: _drops_part(group, link_base, part),
+    }
+    for anchor, heading in sub:
+        part.html.append(f"<h3 id=\"{anchor}\">{esc(heading)}</h3>")
+        steps[anchor[len(base) + 1:]]()
+    part.html.append("</section>")
+
+    board = group.board
+    cols = _metric_columns(board)
+    md_table = Table(["Rank", "Model", "Rank CI", "P(rank=1)", *cols, "n", "Dropped", "Scored as empty"],
+                     [[r["Rank"], r["Model Name"], _text(r.get("Rank CI")), num(r.get("P(rank=1)")),
+                       *[_with_ci(r, c) for c in cols], r["n"], r["Dropped"], r["Scored as empty"]]
+                      for _, r in board.iterrows()])
+    part.markdown += [f"## {title}", "", f"Ranked by {ranked_by}. Brackets: {level:.0%} percentile bootstrap "
+                      "interval; Rank CI: the rank interval over the same resamples.", "", md_table.markdown(), ""]
+    adjacent = _adjacent_rows(group, level)
+    if adjacent:
+        part.markdown += [f"Adjacent ranks on {_label(group, group.rank_leaf)}: difference (upper − lower row), its "
+                          "interval and the two-sided paired bootstrap p-value.", "",
+                          Table(["Pair", "Δ", "Interval", "p", "Common cases", f"Distinct at {level:.0%}"],
+                                adjacent).markdown(), ""]
+    return part
+
+
+# --- meta-evaluation ------------------------------------------------------------------------------------------
+
+METAEVAL_COLUMNS = ("set", "metric", "label", "measure", "group", "estimate", "ci_lower", "ci_upper", "n", "n_ties",
+                    "human_ceiling", "headline")
+
+
+def metaeval_part(metaeval: dict, rank_leaves: set) -> Part:
+    """"Can these metrics be trusted?": per set, a table of every row and a plot of its headline measure."""
+    part = Part()
+    sub = []
+    part.html.append("<section id=\"metaeval\"><h2>Can these metrics be trusted?</h2><p>Agreement of each metric "
+                     "with human judgement on each meta-evaluation set, with bootstrap intervals. The dashed "
+                     "line is the human ceiling (agreement between human raters) where the set has one; the "
+                     "metric that ranks the leaderboards is in red.</p>")
+    part.markdown += ["## Can these metrics be trusted?", ""]
+    for name in sorted(metaeval):
+        table = metaeval[name]
+        missing = [c for c in METAEVAL_COLUMNS if c not in table.columns]
+        if missing:
+            raise ValueError(f"meta-evaluation set {name!r}: missing column(s) {missing}")
+        anchor = slug("metaeval", name)
+        sub.append((anchor, str(name)))
+        part.html.append(f"<h3 id=\"{anchor}\">{esc(name)}</h3>")
+        head = table[table["headline"].astype(bool) & (table["group"].astype(str) == "all")]
+        head = head.sort_values(["estimate", "metric"], ascending=[False, True], kind="stable")
+        if len(head):
+            measure = str(head["measure"].iloc[0])
+            svg = figures.metaeval_figure(
+                list(head["label"].astype(str)), head["estimate"], head["ci_lower"], head["ci_upper"],
+                [m in rank_leaves for m in head["metric"]], head["human_ceiling"].astype("float64"),
+                measure=measure, name=f"{anchor}-plot", title=f"{name}: {measure} with human judgement")
+            part.figures[f"metaeval/{slug(name)}/agreement.svg"] = svg
+            part.html.append(figure(svg, f"{esc(measure)} between each metric and the human ratings of {esc(name)} "
+                                         "(all cases), best first, with its interval."))
+        ordered = table.sort_values(["group", "measure", "estimate", "metric"], ascending=[True, True, False, True],
+                                    kind="stable")
+        rows = [[Cell(r["label"], cls="sig" if r["metric"] in rank_leaves else ""), r["measure"], r["group"],
+                 Cell(f"{num(r['estimate'])} [{num(r['ci_lower'])}, {num(r['ci_upper'])}]", r["estimate"]),
+                 Cell(r["n"], r["n"]), Cell(r["n_ties"], r["n_ties"]),
+                 Cell(num(r["human_ceiling"]), r["human_ceiling"])]
+                for _, r in ordered.iterrows()]
+        t = Table(["Metric", "Measure", "Group", "Estimate [interval]", "n", "Ties", "Human ceiling"], rows,
+                  text_columns=(0, 1, 2))
+        part.html.append(details(f"All {len(rows)} rows of {esc(name)}", t.html(), open_=len(rows) <= 20))
+        part.markdown += [f"### {name}", "", t.markdown(), ""]
+    part.html.append("</section>")
+    part.toc.append(("metaeval", "Can these metrics be trusted?", sub))
+    return part
+
+
+# --- provenance ------------------------------------------------------------------------------------------------
+
+
+def _compact(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str, separators=(", ", ": "))
+
+
+def provenance_part(groups: list) -> Part:
+    part = Part()
+    part.toc.append(("provenance", "Provenance", []))
+    stats_rows, metric_rows, source_rows = [], {}, []
+    for g in groups:
+        s = g.provenance.get("statistics", {})
+        stats_rows.append([g.key, s.get("radrank", ""), s.get("config_hash", ""), s.get("n_bootstrap", ""),
+                           s.get("seed", ""), s.get("level", ""), s.get("n_cases", ""), s.get("method", "")])
+        for (model, metric), p in sorted(g.provenance.get("scores", {}).items()):
+            env = p.get("environment") or {}
+            key = (metric, p.get("metric_version"), env.get("env"), p.get("model"), _compact(p.get("models")),
+                   _compact(p.get("settings")), _compact(env.get("packages")), env.get("python"))
+            metric_rows.setdefault(key, []).append(f"{g.key}/{model}")
+        for model in g.order:
+            p = g.provenance.get("pairs", {}).get(model) or {}
+            src = p.get("sources") or {}
+            source_rows.append([g.key, g.names[model], model, p.get("format", ""), src.get("path", ""),
+                                src.get("sha256", ""), p.get("n_pairs", "")])
+    stats = Table(["Dataset / split", "radrank", "Config hash", "Resamples", "Seed", "Level", "Cases", "Method"],
+                  stats_rows, text_columns=(0, 1, 2, 7))
+    metric_table = Table(
+        ["Metric", "Version", "Environment", "Model", "Models and weights", "Settings", "Packages", "Python", "Files"],
+        [[*k, len(v)] for k, v in sorted(metric_rows.items(), key=lambda kv: tuple(map(str, kv[0])))],
+        text_columns=(0, 2, 3, 4, 5, 6))
+    sources = Table(["Dataset / split", "Model", "Model id", "Format", "Source", "sha256", "Pairs"], source_rows,
+                    text_columns=(0, 1, 2, 3, 4, 5))
+    body = ("<h3>Statistics</h3>" + stats.html() + "<h3>Metrics</h3><p class=\"note\">One row per distinct "
+            "(metric, version, environment, models, settings, packages); Files counts the score files it covers."
+            "</p>" + metric_table.html() + "<h3>Submissions</h3>" + sources.html())
+    part.html.append("<section id=\"provenance\"><h2>Provenance</h2><p>What every number rests on, from the "
+                     "metadata of the parquet files (radrank.io.read_provenance).</p>"
+                     + details("Show provenance", body) + "</section>")
+    return part

@@ -1,0 +1,164 @@
+"""Rank uncertainty from the shared bootstrap resamples, ties between neighbours, Holm's correction.
+
+Every model of a dataset × split is resampled on the same cases (one shared
+resample matrix, :mod:`radrank.stats.bootstrap`), so resample b gives one value per
+model for the rank leaf, and ranking those values gives each model's rank on that
+resample. Over the resamples this is each model's rank distribution, from which:
+
+* ``P(rank=k)``: the share of resamples on which the model has rank k;
+* the rank interval at ``level``: the (α/2, 1 − α/2) quantiles of its resampled
+  ranks (α = 1 − level), taken as observed ranks (``inverted_cdf``: the smallest
+  rank whose cumulative share reaches the quantile), so both ends are ranks that
+  occur;
+* ``P(rank=1)``.
+
+Ranks are competition ranks ("min": tied values share the best rank) and a model
+whose value is not finite on a resample ranks after every finite one — the same
+rule as the leaderboard's point ranking.
+
+"Tied with": for a model, walking up and down the leaderboard from it, the models
+whose paired difference from it on the rank leaf is not significant at ``level``
+(two-sided paired bootstrap p ≥ 1 − level, as in the comparisons table); the walk
+stops at the first model that differs significantly. Every model listed was
+compared with this model directly, so the relation is not chained through a third
+model.
+
+The all-pairs comparison matrix uses Holm's step-down correction over the
+``m = n(n − 1)/2`` pairs of one dataset × split (family-wise error rate ≤ 1 − level).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def competition_ranks(values: np.ndarray, higher_is_better: bool) -> np.ndarray:
+    """Ranks (1 = best) of ``values`` along axis 0: shape (n_models, ...) -> same shape, int.
+
+    Ties share the best rank ("min"); NaN or infinite values rank after every finite one
+    (and share the rank after the last finite one).
+    """
+    from scipy.stats import rankdata
+
+    values = np.asarray(values, dtype="float64")
+    key = -values if higher_is_better else values.copy()
+    key[~np.isfinite(values)] = np.inf
+    if key.shape[0] == 0:
+        return key.astype("int64")
+    return rankdata(key, method="min", axis=0).astype("int64")
+
+
+def replicate_matrix(replicates, metric: str, models: list):
+    """(point values (n_models,), resampled values (n_models, n_boot)) of one leaf, in ``models`` order.
+
+    ``replicates`` is the statistics stage's long table: model, metric, bootstrap (-1 = point
+    estimate), value.
+    """
+    rows = replicates[replicates["metric"] == metric]
+    wide = rows.pivot(index="model", columns="bootstrap", values="value")
+    missing = sorted(set(models) - set(wide.index))
+    if missing:
+        raise ValueError(f"no replicates of {metric!r} for model(s) {missing}")
+    wide = wide.loc[list(models)].sort_index(axis=1)
+    point = wide[-1].to_numpy(dtype="float64")
+    boots = wide.drop(columns=[-1]).to_numpy(dtype="float64")
+    return point, boots
+
+
+def rank_distribution(ranks: np.ndarray) -> np.ndarray:
+    """P(rank = k) per model: (n_models, n_boot) ranks -> (n_models, n_models) shares, column k-1 = rank k."""
+    n_models, n_boot = ranks.shape
+    out = np.zeros((n_models, n_models))
+    if n_boot == 0:
+        return np.full((n_models, n_models), np.nan)
+    for k in range(1, n_models + 1):
+        out[:, k - 1] = (ranks == k).mean(axis=1)
+    return out
+
+
+def rank_interval(ranks: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per model the (α/2, 1 − α/2) quantiles of its resampled ranks, as observed ranks."""
+    if ranks.shape[1] == 0:
+        nan = np.full(ranks.shape[0], np.nan)
+        return nan, nan
+    alpha = (1 - level) / 2
+    lo = np.quantile(ranks, alpha, axis=1, method="inverted_cdf")
+    hi = np.quantile(ranks, 1 - alpha, axis=1, method="inverted_cdf")
+    return lo.astype("int64"), hi.astype("int64")
+
+
+def rank_uncertainty(replicates, metric: str, models: list, higher_is_better: bool, level: float):
+    """Rank summary and rank distribution of ``models`` on leaf ``metric``.
+
+    Returns (summary, distribution): summary has one row per model (in ``models`` order) with
+    ``rank`` (on the point estimates), ``rank_lower``, ``rank_upper``, ``p_rank1``, ``rank_mean``;
+    distribution is long: model, rank, probability (every rank 1…n for every model).
+    """
+    import pandas as pd
+
+    point, boots = replicate_matrix(replicates, metric, models)
+    point_rank = competition_ranks(point, higher_is_better)
+    ranks = competition_ranks(boots, higher_is_better)
+    dist = rank_distribution(ranks)
+    lo, hi = rank_interval(ranks, level)
+    summary = pd.DataFrame({
+        "model": list(models), "metric": metric, "rank": point_rank, "rank_lower": lo, "rank_upper": hi,
+        "p_rank1": dist[:, 0] if len(models) else [], "rank_mean": ranks.mean(axis=1) if boots.shape[1] else np.nan,
+        "n_bootstrap": boots.shape[1], "level": level,
+    })
+    n = len(models)
+    distribution = pd.DataFrame({
+        "model": np.repeat(list(models), n), "metric": metric,
+        "rank": np.tile(np.arange(1, n + 1), n), "probability": dist.ravel(),
+    })
+    return summary, distribution
+
+
+def pair_table(comparisons, metric: str):
+    """The comparisons of one leaf keyed both ways: {(a, b): (delta a − b, ci_lower, ci_upper, p, n_common)}."""
+    rows = comparisons[comparisons["metric"] == metric]
+    out = {}
+    for r in rows.itertuples(index=False):
+        out[r.model_a, r.model_b] = (r.delta, r.ci_lower, r.ci_upper, r.p_value, r.n_common)
+        out[r.model_b, r.model_a] = (-r.delta, -r.ci_upper, -r.ci_lower, r.p_value, r.n_common)
+    return out
+
+
+def tied_with(order: list, comparisons, metric: str, level: float) -> dict:
+    """{model: [models tied with it]} for ``order`` (best first); see the module docstring."""
+    pairs = pair_table(comparisons, metric)
+    alpha = 1 - level
+
+    def not_distinct(a, b) -> bool:
+        if (a, b) not in pairs:
+            raise ValueError(f"no comparison of {a!r} and {b!r} on {metric!r}")
+        p = pairs[a, b][3]
+        return not (np.isfinite(p) and p < alpha)
+
+    tied = {}
+    for i, model in enumerate(order):
+        above, below = [], []
+        for j in range(i - 1, -1, -1):
+            if not not_distinct(model, order[j]):
+                break
+            above.append(order[j])
+        for j in range(i + 1, len(order)):
+            if not not_distinct(model, order[j]):
+                break
+            below.append(order[j])
+        tied[model] = above[::-1] + below
+    return tied
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjusted p-values; NaN stays NaN and does not count towards m."""
+    p = np.asarray(p_values, dtype="float64")
+    out = np.full(p.shape, np.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    m = finite.size
+    if m == 0:
+        return out
+    order = finite[np.argsort(p[finite], kind="stable")]
+    adjusted = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(adjusted)
+    return out

@@ -1,0 +1,115 @@
+"""Rank uncertainty against a naive computation on explicit resamples; ties, Holm's correction."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from radrank import metrics
+from radrank.stats import bootstrap, resample_indices
+from radrank.stats.ranks import competition_ranks, holm, rank_uncertainty, tied_with
+
+N_BOOT, SEED, LEVEL = 300, 11, 0.9
+
+
+def scores_for(n_cases=40, seed=0):
+    """Four models on overlapping case sets; 'c' and 'd' are close, 'd' misses three cases."""
+    rng = np.random.default_rng(seed)
+    base = rng.uniform(0, 1, n_cases)
+    out = {}
+    for model, shift in (("a", 0.25), ("b", 0.1), ("c", 0.0), ("d", 0.005)):
+        values = np.clip(base + shift + rng.normal(0, 0.15, n_cases), 0, 1)
+        frame = pd.DataFrame({"sample_id": [f"s{i:03d}" for i in range(n_cases)], "bleu2": values})
+        out[model] = frame.iloc[3:].reset_index(drop=True) if model == "d" else frame
+    return out
+
+
+def naive_ranks(scores: dict, n_boot: int, seed: int, higher_is_better=True):
+    """Every model's rank on every resample, recomputed from the drawn cases themselves."""
+    models = sorted(scores)
+    cases = sorted(set().union(*(set(df["sample_id"]) for df in scores.values())))
+    idx = resample_indices(len(cases), n_boot, seed)
+    by_model = {m: dict(zip(df["sample_id"], df["bleu2"])) for m, df in scores.items()}
+    ranks = {m: [] for m in models}
+    for row in idx:
+        drawn = [cases[i] for i in row]
+        value = {}
+        for m in models:
+            vals = [by_model[m][c] for c in drawn if c in by_model[m]]
+            value[m] = sum(vals) / len(vals)
+        for m in models:
+            better = sum(1 for o in models if (value[o] > value[m] if higher_is_better else value[o] < value[m]))
+            ranks[m].append(better + 1)
+    return ranks
+
+
+def naive_quantile(sorted_values: list, q: float):
+    """The smallest value whose empirical cumulative share reaches q."""
+    k = max(1, math.ceil(q * len(sorted_values) - 1e-9))
+    return sorted_values[k - 1]
+
+
+def test_rank_intervals_equal_a_naive_computation_on_explicit_resamples():
+    scores = scores_for()
+    result = bootstrap(scores, metrics.leaves("bleu2"), n_boot=N_BOOT, seed=SEED, level=LEVEL)
+    models = sorted(scores)
+    summary, distribution = rank_uncertainty(result.replicates, "bleu2", models, True, LEVEL)
+    naive = naive_ranks(scores, N_BOOT, SEED)
+    alpha = (1 - LEVEL) / 2
+    summary = summary.set_index("model")
+    for m in models:
+        r = sorted(naive[m])
+        assert summary.loc[m, "rank_lower"] == naive_quantile(r, alpha)
+        assert summary.loc[m, "rank_upper"] == naive_quantile(r, 1 - alpha)
+        assert summary.loc[m, "p_rank1"] == pytest.approx(r.count(1) / N_BOOT, abs=1e-12)
+        for k in range(1, len(models) + 1):
+            p = distribution[(distribution["model"] == m) & (distribution["rank"] == k)]["probability"].item()
+            assert p == pytest.approx(r.count(k) / N_BOOT, abs=1e-12)
+    # the close pair really is uncertain, the clear leader is not: the test exercises both cases
+    assert summary.loc["a", "rank_lower"] == summary.loc["a", "rank_upper"] == 1
+    assert summary.loc["c", "rank_lower"] < summary.loc["c", "rank_upper"]
+    assert distribution.groupby("model")["probability"].sum().to_numpy() == pytest.approx(1.0)
+
+
+def test_lower_is_better_ranks_ascending():
+    scores = scores_for(seed=3)
+    result = bootstrap(scores, metrics.leaves("bleu2"), n_boot=100, seed=SEED, level=LEVEL)
+    models = sorted(scores)
+    summary, _ = rank_uncertainty(result.replicates, "bleu2", models, False, LEVEL)
+    naive = naive_ranks(scores, 100, SEED, higher_is_better=False)
+    for m, row in summary.set_index("model").iterrows():
+        assert row["p_rank1"] == pytest.approx(naive[m].count(1) / 100)
+    assert summary.set_index("model").loc["a", "rank"] == 4  # the best under "higher" is last under "lower"
+
+
+def test_competition_ranks_ties_and_missing_values():
+    values = np.array([[0.5, np.nan], [0.7, 0.2], [0.5, 0.2], [np.nan, np.inf]])
+    assert competition_ranks(values, True).tolist() == [[2, 3], [1, 1], [2, 1], [4, 3]]
+    assert competition_ranks(values, False).tolist() == [[1, 3], [3, 1], [1, 1], [4, 3]]
+
+
+def test_holm_matches_its_definition():
+    p = np.array([0.01, 0.04, 0.03, 0.005, np.nan])
+    # sorted: 0.005, 0.01, 0.03, 0.04 with m = 4 -> 0.02, 0.03, 0.06, 0.06 (monotone), NaN stays NaN
+    adjusted = holm(p)
+    assert adjusted[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert np.isnan(adjusted[4])
+    assert holm([0.5, 0.9]).tolist() == [1.0, 1.0]
+
+
+def comparisons(rows):
+    return pd.DataFrame([{"model_a": a, "model_b": b, "metric": "m", "delta": 0.1, "ci_lower": 0.0,
+                          "ci_upper": 0.2, "p_value": p, "n_common": 10} for a, b, p in rows])
+
+
+def test_tied_with_walks_from_each_model_and_stops_at_the_first_significant_difference():
+    # order a, b, c, d; a~b, b~c, a differs from c, c~d, b differs from d
+    comp = comparisons([("a", "b", 0.4), ("a", "c", 0.01), ("a", "d", 0.001), ("b", "c", 0.2), ("b", "d", 0.03),
+                        ("c", "d", 0.5)])
+    tied = tied_with(["a", "b", "c", "d"], comp, "m", level=0.95)
+    assert tied == {"a": ["b"], "b": ["a", "c"], "c": ["b", "d"], "d": ["c"]}
+    with pytest.raises(ValueError, match="no comparison"):
+        tied_with(["a", "b", "x"], comp, "m", level=0.95)
