@@ -98,7 +98,7 @@ def _sections(leaderboards, comparisons, config):
         yield f"{dataset} — {split}", paragraphs, tables
 
 
-def render_report(leaderboards: dict, comparisons: dict, config) -> tuple[str, str]:
+def render_report(leaderboards: dict, comparisons: dict, config, metaeval: dict | None = None) -> tuple[str, str]:
     intro = ("radrank leaderboard report. Every number is computed from per-sample scores in results/scores; "
              "intervals come from an exact paired bootstrap over cases (no metric is re-run per resample). "
              "Rows listed in the drop files were removed or scored as empty reports as the config says "

@@ -29,7 +29,7 @@ PARQUET_OPTIONAL = ("context", "age", "sex", "indication", "comparison")
 _LINE = object()  # key of a row's line number; never a column name
 
 
-def _read_csv_rows(path) -> list[dict]:
+def _read_csv_rows(path, required=CSV_REQUIRED) -> list[dict]:
     text = decode_utf8(path, read_bytes(path))
     # Judge the delimiter by the header line only: report text is full of commas.
     header_line = text.lstrip("\r\n").splitlines()[0] if text.strip() else ""
@@ -38,16 +38,16 @@ def _read_csv_rows(path) -> list[dict]:
         csv.field_size_limit(len(text) + 1)
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
-        return _collect_rows(path, reader)
+        return _collect_rows(path, reader, required)
     except csv.Error as e:
         raise InputError(path, f"is not a readable CSV near line {reader.line_num}: {e}") from None
 
 
-def _collect_rows(path, reader: csv.DictReader) -> list[dict]:
+def _collect_rows(path, reader: csv.DictReader, required=CSV_REQUIRED) -> list[dict]:
     if reader.fieldnames is None:
         raise InputError(path, "CSV has no header row")
     header = [h.strip() for h in reader.fieldnames]
-    for col in CSV_REQUIRED:
+    for col in required:
         if col not in header:
             raise InputError(path, f"required column is missing (columns: {', '.join(header)})", field=col)
     rows = []
@@ -62,6 +62,12 @@ def _collect_rows(path, reader: csv.DictReader) -> list[dict]:
     if not rows:
         raise InputError(path, "CSV has a header but no rows")
     return rows
+
+
+def read_csv_rows(path, required) -> list[tuple[int, dict]]:
+    """``(line, row)`` for every record of a CSV (or tab-separated) file that has the ``required``
+    columns; values are strings as written, the line is 1-based with the header on line 1."""
+    return [(row.pop(_LINE), row) for row in _read_csv_rows(path, required)]
 
 
 def _index_by(path, rows: list[dict], key: str) -> dict[str, tuple[int, dict]]:
