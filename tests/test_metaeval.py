@@ -510,3 +510,19 @@ def test_config_sets_and_names():
     with pytest.raises(Exception, match="must be letters"):
         metaeval.sets_from_config({"metaeval": {"user": [{"name": "my set", "path": "r.csv", "raters": ["a"]}]}})
 
+
+
+def test_candidates_a_metric_could_not_score_are_left_out_and_counted():
+    items = pd.DataFrame({"sample_id": [f"s{i}:{c}" for i in range(3) for c in "AB"],
+                          "case": [f"s{i}" for i in range(3) for _ in "AB"], "candidate": list("AB") * 3,
+                          "category": None, "rating.r1": [5, 1, 4, 2, 1, 3.0]})
+    item_set = ItemSet("toy", "ratings", [], items, targets=(Target("rating", "r", ("r1",), True),),
+                       headline="kendall_tau_b")
+    scores = pd.DataFrame({"sample_id": items["sample_id"], "m": [0.9, 0.1, np.nan, 0.2, 0.1, 0.3]})
+    _, table, _ = agreement.evaluate(item_set, scores, [mean_leaf("m", "M")], n_boot=20)
+    assert row(table, "m", "pairwise_agreement")["n"] == 2 and row(table, "m", "pairwise_agreement")["estimate"] == 1.0
+    assert row(table, "m", "kendall_tau_b")["n"] == 5
+    valid = scores["m"].notna()
+    assert row(table, "m", "kendall_tau_b")["estimate"] == pytest.approx(
+        kendalltau(scores["m"][valid], items["rating.r1"][valid]).statistic)
+    assert math.isnan(row(table, "m", "kendall_tau_b")["human_ceiling"])  # one rater: no ceiling
