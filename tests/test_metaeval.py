@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from radrank import io, jobs, metaeval, metrics
+from radrank import io, jobs, metaeval
 from radrank.errors import InputError
 from radrank.metaeval import agreement, readers
 from radrank.metaeval.items import ItemSet, Target
@@ -111,8 +111,8 @@ def independent_radjudge(tolerance=0.01) -> dict:
 # --- the stage's code path (the rules' jobs, without Snakemake) -----------------------------------
 
 
-def run_stage(tmp_path: Path, name: str, reader: str, files: dict, options=None, metric_names=("bleu2", "bleu4", "rouge"),
-              n_boot=200, seed=3) -> dict:
+def run_stage(tmp_path: Path, name: str, reader: str, files: dict, options=None,
+              metric_names=("bleu2", "bleu4", "rouge"), n_boot=200, seed=3) -> dict:
     out = tmp_path / name
     jobs.metaeval_pairs(set_name=name, reader=reader, files=files, options=options or {},
                         out_pairs=out / "pairs.parquet", out_items=out / "items.parquet")
@@ -126,7 +126,8 @@ def run_stage(tmp_path: Path, name: str, reader: str, files: dict, options=None,
                             config_hash="test", out_scores=out / "scores.parquet", out_agreement=out / "agreement.csv",
                             out_comparisons=out / "metric_comparisons.csv")
     return {"dir": out, "agreement": pd.read_csv(out / "agreement.csv"),
-            "comparisons": pd.read_csv(out / "metric_comparisons.csv"), "scores": pd.read_parquet(out / "scores.parquet"),
+            "comparisons": pd.read_csv(out / "metric_comparisons.csv"),
+            "scores": pd.read_parquet(out / "scores.parquet"),
             "pairs": pd.read_parquet(out / "pairs.parquet")}
 
 
@@ -300,7 +301,8 @@ def test_lower_is_better_metrics_and_error_counts_are_oriented():
     for leaf in ("radcliq_v1", "neg"):
         assert row(table, leaf, "kendall_tau_b_total_errors")["estimate"] == pytest.approx(1.0)
         assert row(table, leaf, "pairwise_agreement_total_errors")["estimate"] == 1.0
-    assert row(table, "radcliq_v1", "kendall_tau_b_total_errors")["label"] == "RadCliQ-v1 (fitted on ReXVal: not held-out)"
+    label = row(table, "radcliq_v1", "kendall_tau_b_total_errors")["label"]
+    assert label == "RadCliQ-v1 (fitted on ReXVal: not held-out)"
     assert row(table, "neg", "kendall_tau_b_total_errors")["label"] == "N"
     assert row(table, "neg", "kendall_tau_b_total_errors")["headline"]
     assert (comparisons["delta"] == 0).all()

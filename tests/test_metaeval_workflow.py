@@ -80,6 +80,7 @@ def test_full_run_includes_metaeval_and_feeds_the_report(tmp_path):
     for rule, count in [("metaeval_pairs", 2), ("metaeval_agreement", 2), ("score_core", 27 + 6), ("report", 1)]:
         assert re.search(rf"^{rule}\s+{count}$", out, re.MULTILINE), (rule, out[-3000:])
     report_job = out[out.index("rule report:"):].split("\n\n")[0]
-    assert "results/metaeval/radpref/agreement.csv" in report_job and "results/metaeval/radjudge/agreement.csv" in report_job
+    for name in ("radpref", "radjudge"):
+        assert f"results/metaeval/{name}/agreement.csv" in report_job
     proc = snakemake(make_workdir(tmp_path / "off", metaeval={"sets": []}), "-n")
     assert "metaeval_agreement" not in proc.stdout
