@@ -19,6 +19,7 @@ include: "rules/score.smk"
 include: "rules/stats.smk"
 include: "rules/leaderboard.smk"
 include: "rules/report.smk"
+include: "rules/metaeval.smk"
 
 
 rule all:

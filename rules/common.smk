@@ -7,7 +7,7 @@ from snakemake.utils import validate
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import metrics, provenance
+from radrank import metaeval, metrics, provenance
 from radrank.models import check_workflow_weights
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan
 
@@ -15,13 +15,15 @@ from radrank.workflow import GENERATED, NAME_PATTERN, Plan
 validate(config, "../schemas/config.schema.yaml")
 PLAN = Plan.from_config(config)
 check_workflow_weights(PLAN)  # a missing model fails here, in seconds, not a minute into a job
+METAEVAL_SETS = metaeval.sets_from_config(config)
 CONFIG_HASH = provenance.stable_hash(config)
 
 
 wildcard_constraints:
     dataset=NAME_PATTERN,
     model=NAME_PATTERN,
-    split="findings|reports|vqa",
+    split="findings|reports|vqa|metaeval",
+    metaeval_set=NAME_PATTERN,
     metric="|".join(metrics.names()),
     shard=r"\d+-of-\d+",
 
@@ -36,6 +38,10 @@ SUMMARY = "results/summary/{dataset}/{split}/{model}"
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
 RANKS = f"{STATS}/ranks.parquet"
 GENERATED_SHARD = f"{GENERATED}.shards/{{shard}}"  # + ".parquet" / ".drops.csv"
+METAEVAL = "results/metaeval/{metaeval_set}"
+# A meta-evaluation set is scored as dataset metaeval-<set>, split metaeval, model candidates.
+METAEVAL_PAIRS = PAIRS.format(dataset=f"{metaeval.DATASET_PREFIX}{{metaeval_set}}", split=metaeval.SPLIT,
+                              model=metaeval.MODEL)
 
 
 # --- input functions ---------------------------------------------------------------------
@@ -181,6 +187,7 @@ def report_inputs(wildcards):
         files += [group[k] for k in ("leaderboard", "ranks", "summary", "comparisons")]
         for entry in group["models"].values():
             files += [entry["pairs"], entry["drops"], *entry["scores"].values()]
+    files += metaeval_agreement_files(wildcards)
     return files
 
 
@@ -188,7 +195,42 @@ def all_targets():
     targets = [LEADERBOARD.format(dataset=d, split=s) for d, s in PLAN.groups()]
     targets += [f"{SUMMARY}/results_summary.csv".format(dataset=d, split=s, model=m) for d, s, m in PLAN.entries()]
     targets += ["results/report/report.md", "results/report/report.html"]
-    return targets
+    return targets + metaeval_targets()
+
+
+# --- meta-evaluation (config `metaeval`) ---------------------------------------------------
+def metaeval_targets():
+    outputs = ("agreement.csv", "metric_comparisons.csv", "scores.parquet")
+    return [f"{METAEVAL}/{name}".format(metaeval_set=s) for s in METAEVAL_SETS for name in outputs]
+
+
+def metaeval_agreement_files(wildcards):
+    """The agreement table of every meta-evaluation set (the report's "Can these metrics be trusted?")."""
+    return [f"{METAEVAL}/agreement.csv".format(metaeval_set=s) for s in METAEVAL_SETS]
+
+
+def metaeval_files(wildcards):
+    return METAEVAL_SETS[wildcards.metaeval_set].files
+
+
+def metaeval_pairs_job(wildcards):
+    source = METAEVAL_SETS[wildcards.metaeval_set]
+    return {"set_name": source.name, "reader": source.reader, "files": source.files, "options": source.options}
+
+
+def metaeval_agreement_inputs(wildcards):
+    dataset = metaeval.dataset_name(wildcards.metaeval_set)
+    return {
+        "item_table": f"{METAEVAL}/items.parquet".format(**wildcards),
+        "scores": [SCORES.format(dataset=dataset, split=metaeval.SPLIT, model=metaeval.MODEL, metric=m)
+                   for m in PLAN.metric_names],
+    }
+
+
+def metaeval_agreement_job(wildcards):
+    settings = config["metaeval"]
+    return {"metric_names": PLAN.metric_names, "n_boot": settings["n_bootstrap"], "seed": settings["seed"],
+            "level": settings["level"], "tie_tolerance": settings["tie_tolerance"], "config_hash": CONFIG_HASH}
 
 
 # --- generation (config `generation`) ------------------------------------------------------

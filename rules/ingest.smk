@@ -7,6 +7,8 @@ rule ingest:
         drops=DROPS,
     log:
         "logs/ingest/{dataset}/{split}/{model}.log",
+    wildcard_constraints:
+        split="findings|reports|vqa",  # metaeval pairs come from rule metaeval_pairs
     params:
         job=ingest_job,
     conda:

@@ -24,6 +24,7 @@ rule report:
         bootstrap=config["bootstrap"],
         empty_hypothesis=config["empty_hypothesis"],
         cases=config["report"]["cases"],
+        metaeval=metaeval_agreement_files,
     conda:
         "../envs/core.yaml"
     envmodules: "radrank/core"

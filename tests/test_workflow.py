@@ -33,9 +33,10 @@ def test_lint_is_clean():
 def test_dry_run_lists_every_stage(tmp_path):
     proc = snakemake(make_workdir(tmp_path), "-n")
     out = proc.stdout + proc.stderr
-    # 3 models x (2 JSON splits + 1 CSV split) = 9 ingests, x 3 metrics = 27 scoring jobs.
-    for rule, count in [("ingest", 9), ("score_core", 27), ("bootstrap", 3), ("leaderboard", 3),
-                        ("model_summary", 9), ("report", 1)]:
+    # 3 models x (2 JSON splits + 1 CSV split) = 9 ingests, x 3 metrics = 27 scoring jobs,
+    # + 2 meta-evaluation sets x 3 metrics.
+    for rule, count in [("ingest", 9), ("score_core", 27 + 6), ("bootstrap", 3), ("leaderboard", 3),
+                        ("model_summary", 9), ("report", 1), ("metaeval_pairs", 2), ("metaeval_agreement", 2)]:
         assert any(line.split() == [rule, str(count)] for line in out.splitlines()), (rule, out[-2000:])
 
 

@@ -266,3 +266,53 @@ def merge_generated(*, pair_paths, drop_paths, out_pairs, out_drops):
 
     generate.merge(pair_paths=list(pair_paths), drop_paths=list(drop_paths), out_pairs=out_pairs,
                    out_drops=out_drops)
+
+
+def metaeval_pairs(*, set_name, reader, files: dict, options: dict, out_pairs, out_items):
+    """A human-judged set → canonical pairs (scored like any submission) and its item table."""
+    from radrank import metaeval
+
+    item_set = metaeval.read_set(set_name, reader, files, options)
+    pairs = metaeval.pairs_table(item_set)
+    paths = [p for value in files.values() for p in (value if isinstance(value, list) else [value])]
+    sources = {str(p): provenance.file_sha256(p) for p in paths}
+    prov = provenance.record("pairs", dataset=metaeval.dataset_name(set_name), split=metaeval.SPLIT,
+                             model=metaeval.MODEL, format=f"metaeval-{reader}", sources=sources,
+                             ref_section=None, empty_hypothesis="score", max_report_chars=None, n_pairs=len(pairs))
+    log.info("meta-evaluation set %s: %d candidates in %d cases (%s)", set_name, len(pairs),
+             item_set.items["case"].nunique(), item_set.description)
+    io.write_parquet(item_set.items, out_items, {**prov, "stage": "metaeval_items", "metaeval": item_set.meta()})
+    io.write_parquet(pairs, out_pairs, prov)
+
+
+def metaeval_agreement(*, set_name, items_path, score_paths: list, metric_names, n_boot, seed, level, tie_tolerance,
+                       config_hash, out_scores, out_agreement, out_comparisons):
+    """Per-item scores, agreement per metric leaf with its interval, and paired metric comparisons."""
+    from radrank.metaeval import agreement
+    from radrank.metaeval.items import from_meta
+
+    prov = io.read_provenance(items_path)
+    item_set = from_meta(prov["metaeval"], io.read_parquet(items_path))
+    leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
+    metric_of_leaf = {leaf.name: name for name in metric_names for leaf in metrics.get(name).leaves}
+    per_item, table, comparisons = agreement.evaluate(
+        item_set, _merge_scores(score_paths), leaves, n_boot=n_boot, seed=seed, level=level,
+        tie_tolerance=tie_tolerance, metric_of_leaf=metric_of_leaf)
+    skipped = table.loc[table["measure"] == "not_applicable", "metric"].tolist()
+    if skipped:
+        log.info("%s: %s are corpus statistics with no value per report; listed as not_applicable", set_name,
+                 ", ".join(skipped))
+    if item_set.fitted_metrics:
+        log.info("%s: %s %s", set_name, ", ".join(item_set.fitted_metrics), item_set.fitted_note)
+    out_prov = provenance.record(
+        "metaeval", set=set_name, metrics=list(metric_names), n_bootstrap=n_boot, seed=seed, level=level,
+        tie_tolerance=tie_tolerance, config_hash=config_hash, items=prov.get("sources"),
+        score_provenance=[io.read_provenance(p).get("metric") for p in score_paths],
+        method="radrank.metaeval.agreement: bootstrap over cases with radrank.stats.bootstrap's draws")
+    headline = table[table["headline"]]
+    for row in headline.itertuples():
+        log.info("%s %s %s: %.3f [%.3f, %.3f] (n=%d)", set_name, row.measure, row.metric, row.estimate,
+                 row.ci_lower, row.ci_upper, row.n)
+    io.write_csv(comparisons, out_comparisons)
+    io.write_csv(table, out_agreement)
+    io.write_parquet(per_item, out_scores, out_prov)

@@ -30,7 +30,7 @@ PARQUET_OPTIONAL = ("context", "age", "sex", "indication", "comparison")
 _LINE = object()  # key of a row's line number; never a column name
 
 
-def _read_csv_rows(path) -> list[dict]:
+def _read_csv_rows(path, required=CSV_REQUIRED) -> list[dict]:
     text = decode_utf8(path, read_bytes(path))
     # Judge the delimiter by the header line only: report text is full of commas.
     header_line = text.lstrip("\r\n").splitlines()[0] if text.strip() else ""
@@ -42,7 +42,7 @@ def _read_csv_rows(path) -> list[dict]:
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, strict=True)
     ended = [0]  # line where the last complete record ended
     try:
-        return _collect_rows(path, reader, ended)
+        return _collect_rows(path, reader, ended, required)
     except csv.Error as e:
         start = ended[0] + 1
         lines = text.split("\n")  # the csv module's line count: \n ends a line
@@ -70,12 +70,12 @@ def _quoted_field(line: str, header: list, delimiter: str) -> str | None:
     return None
 
 
-def _collect_rows(path, reader: csv.DictReader, ended: list) -> list[dict]:
+def _collect_rows(path, reader: csv.DictReader, ended: list, required=CSV_REQUIRED) -> list[dict]:
     if reader.fieldnames is None:
         raise InputError(path, "CSV has no header row")
     ended[0] = reader.line_num
     header = [h.strip() for h in reader.fieldnames]
-    for col in CSV_REQUIRED:
+    for col in required:
         if col not in header:
             raise InputError(path, f"required column is missing (columns: {', '.join(header)})", field=col)
     rows = []
@@ -91,6 +91,12 @@ def _collect_rows(path, reader: csv.DictReader, ended: list) -> list[dict]:
     if not rows:
         raise InputError(path, "CSV has a header but no rows")
     return rows
+
+
+def read_csv_rows(path, required) -> list[tuple[int, dict]]:
+    """``(line, row)`` for every record of a CSV (or tab-separated) file that has the ``required``
+    columns; values are strings as written, the line is 1-based with the header on line 1."""
+    return [(row.pop(_LINE), row) for row in _read_csv_rows(path, required)]
 
 
 def _index_by(path, rows: list[dict], key: str) -> dict[str, tuple[int, dict]]:

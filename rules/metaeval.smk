@@ -1,0 +1,52 @@
+# Meta-evaluation (config `metaeval`): each human-judged set becomes the pairs of dataset
+# metaeval-<set>, split metaeval, model candidates; the scoring rules (rules/score.smk) score
+# them with the run's metrics, and the agreement rule compares those scores with the judgements.
+
+
+rule metaeval_pairs:
+    """Read one human-judged set into canonical pairs and its item table (judgements, categories)."""
+    input:
+        unpack(metaeval_files),
+    output:
+        pairs=METAEVAL_PAIRS,
+        item_table=f"{METAEVAL}/items.parquet",
+    log:
+        "logs/metaeval/{metaeval_set}/pairs.log",
+    params:
+        job=metaeval_pairs_job,
+    conda:
+        "../envs/core.yaml"
+    envmodules: "radrank/core"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/metaeval_pairs.py"
+
+
+rule metaeval_agreement:
+    """Agreement of every metric leaf with the set's judgements, bootstrap intervals, metric comparisons."""
+    input:
+        unpack(metaeval_agreement_inputs),
+    output:
+        scores=f"{METAEVAL}/scores.parquet",
+        agreement=f"{METAEVAL}/agreement.csv",
+        comparisons=f"{METAEVAL}/metric_comparisons.csv",
+    log:
+        "logs/metaeval/{metaeval_set}/agreement.log",
+    params:
+        job=metaeval_agreement_job,
+    conda:
+        "../envs/core.yaml"
+    envmodules: "radrank/core"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/metaeval_agreement.py"
+
+
+rule metaeval:
+    """Target: meta-evaluation of every configured set (`snakemake --cores 2 metaeval`)."""
+    input:
+        metaeval_targets(),
