@@ -674,6 +674,8 @@ class VLLMGenerator(LocalGenerator):
         self.seed = int(seed)
         self.eos_ids = [int(x) for x in eos_token_ids]
         self.batch_size = None  # vLLM schedules its own batches
+        self.max_model_len = int(getattr(getattr(getattr(llm, "llm_engine", None), "model_config", None),
+                                         "max_model_len", 0) or 0)
         self._identity = {**identity, "eos": self.eos_ids}
         self.stats = {"generated": 0, "batches": 0, "seconds": 0.0, "new_tokens": 0}
 
@@ -683,6 +685,11 @@ class VLLMGenerator(LocalGenerator):
         max_new = int(p["max_new_tokens"])
         if self.max_total_tokens:
             max_new = max(1, min(max_new, self.max_total_tokens - prompt_len))
+        if self.max_model_len:
+            if prompt_len >= self.max_model_len:
+                raise ConfigError(f"a prompt of {prompt_len} tokens does not fit vLLM's max_model_len "
+                                  f"{self.max_model_len}: raise max_model_len (or set max_total_tokens to cut prompts)")
+            max_new = min(max_new, self.max_model_len - prompt_len)
         temperature = float(p.get("temperature", 0.0))
         kw = dict(n=1, temperature=temperature, max_tokens=max_new, stop_token_ids=list(self.eos_ids),
                   detokenize=False, skip_special_tokens=True)
@@ -751,7 +758,8 @@ def vllm_engine_args(directory, settings: dict, *, cuda_dtype: str = "bf16", max
                 seed=int(settings.get("seed", 0) or 0), enable_prefix_caching=True,
                 tensor_parallel_size=tp, max_num_seqs=int(s["max_num_seqs"]), enforce_eager=eager,
                 gpu_memory_utilization=float(s["gpu_memory_utilization"]), trust_remote_code=False)
-    max_len = s["max_model_len"] or max_total_tokens
+    # The hf engine lets a prompt cut to max_total_tokens still get one new token: room for it here too.
+    max_len = s["max_model_len"] or (int(max_total_tokens) + 1 if max_total_tokens else None)
     if max_len:
         args["max_model_len"] = int(max_len)
     if cpu:

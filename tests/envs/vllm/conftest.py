@@ -67,7 +67,7 @@ def gemma_dir(tiny_dir):
 
 def judge_settings(metric_settings: dict, model_dir, backend: str, cache_dir, **extra) -> dict:
     return {**metric_settings, "model": str(model_dir), "backend": backend, "device": "cpu", "dtype": "fp32",
-            "cache_dir": str(cache_dir), "max_model_len": 2048, "cpu_kv_cache_gb": 0.25, **extra}
+            "cache_dir": str(cache_dir), "max_model_len": 2048, "cpu_kv_cache_gb": 0.25, **extra}  # noqa: E501
 
 
 @pytest.fixture(scope="session")
@@ -92,3 +92,27 @@ def gemma_pair(gemma_dir):
     hf = engine.load_local_generator(str(gemma_dir), metric="test", settings=base, add_special_tokens=False).generator
     vl = engine.load_vllm_generator(str(gemma_dir), metric="test", settings=base, add_special_tokens=False).generator
     return hf, vl
+
+
+@pytest.fixture(scope="session")
+def crimson_dir(tiny_dir):
+    """A Gemma-3 text model (the CRIMSON judge's language model; head size 32) with the CRIMSON
+    suite's tokenizer, trained on the package's own prompts so that a prompt is ~1-2k tokens."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    sys.path.insert(0, str(HERE.parent / "crimson"))
+    import tiny_crimson
+
+    directory = tiny_dir / "crimson"
+    tok = tiny_crimson._tokenizer(None)
+    tok.save_pretrained(str(directory))
+    eos = [tok.convert_tokens_to_ids("<eos>"), tok.convert_tokens_to_ids("<end_of_turn>")]
+    config = Gemma3TextConfig(vocab_size=len(tok), hidden_size=2 * HEAD_DIM, intermediate_size=128,
+                              num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1, head_dim=HEAD_DIM,
+                              sliding_window=64, max_position_embeddings=8192, query_pre_attn_scalar=HEAD_DIM,
+                              bos_token_id=tok.bos_token_id, eos_token_id=eos, pad_token_id=tok.pad_token_id,
+                              tie_word_embeddings=True)
+    torch.manual_seed(5)
+    Gemma3ForCausalLM(config).eval().save_pretrained(str(directory))
+    return directory
