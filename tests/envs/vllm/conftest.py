@@ -116,3 +116,10 @@ def crimson_dir(tiny_dir):
     torch.manual_seed(5)
     Gemma3ForCausalLM(config).eval().save_pretrained(str(directory))
     return directory
+
+
+@pytest.fixture(scope="session")
+def answering_green_dir(tiny_dir):
+    import tiny_green
+
+    return tiny_green.build(tiny_dir / "green-answering")

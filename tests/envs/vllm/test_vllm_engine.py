@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+
 PAIRS = [("Lungs are clear. No effusion.", "No acute process."),
          ("Small left pleural effusion.", "Left effusion."),
          ("Heart size is normal.", "Normal heart size."),
@@ -157,3 +158,23 @@ def test_judge_retry_then_nan(green_pair, tmp_path):
         assert hf_out["green_analysis"].tolist() == out["green_analysis"].tolist()
     finally:
         del vl.generate_ids
+
+
+def test_green_scores_through_vllm(answering_green_dir, tmp_path):
+    """A model that answers with a stored GREEN completion: GREEN's parser scores every pair 1/6,
+    on vLLM as on the hf engine, and provenance names the backend and vLLM's version."""
+    import pandas as pd
+
+    from conftest import judge_settings
+    from radrank.metrics import green
+
+    pairs = pd.DataFrame({"sample_id": [f"s{i}" for i in range(len(PAIRS))],
+                          "reference": [r for r, _ in PAIRS], "hypothesis": [h for _, h in PAIRS]})
+    out = {b: green.score(pairs, judge_settings(green.SPEC.settings, answering_green_dir, b, tmp_path / b,
+                                                max_new_tokens=8, batch_size=4), {})
+           for b in ("hf", "vllm")}
+    for b in ("hf", "vllm"):
+        assert out[b]["green"].tolist() == pytest.approx([1 / 6] * len(PAIRS)), b
+        assert (out[b]["green_unparsed"] == 0).all() and (out[b]["green_significant"] == 5).all()
+    assert out["vllm"]["green_analysis"].tolist() == out["hf"]["green_analysis"].tolist()
+    assert out["vllm"].attrs["models"]["backend"] == "vllm" and out["vllm"].attrs["models"]["radeval"] == "2.2.1"
