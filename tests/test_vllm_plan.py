@@ -93,3 +93,13 @@ def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):
 
     with pytest.raises(ConfigError, match="vllm environment"):
         engine.vllm_engine_args(tmp_path, {"backend": "vllm"})
+
+
+@pytest.mark.parametrize("backbone", ["medgemma", "maira2", "chexagent2", "llava_rad"])
+def test_backbones_say_they_have_no_vllm_backend(backbone):
+    from radrank import backbones
+    from radrank.backbones.base import merge_settings
+    from radrank.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"backbone '{backbone}' generates with transformers only"):
+        merge_settings(backbones.get(backbone), {"backend": "vllm"})
