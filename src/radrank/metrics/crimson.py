@@ -127,6 +127,8 @@ SPEC = MetricSpec(
         "request_timeout": 300,  # openai: seconds per request
         "max_retries": 2,  # openai: client retries per request
         **VLLM_SETTINGS,  # backend vllm only (see radrank.engine.VLLM_SETTINGS)
+        # vllm: the prompt (up to ~4k tokens with the guidelines) + max_new_tokens, not Gemma-3's 128k context
+        "max_model_len": 8192,
     },
     packages=("crimson-score", "torch", "transformers", "accelerate", "peft", "openai"),
     version="1",
