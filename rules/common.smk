@@ -104,7 +104,7 @@ def metric_runtime(wildcards, attempt):
 
 
 def metric_gpus(wildcards):
-    return metrics.get(wildcards.metric).resources.gpu
+    return metrics.gpus_for(wildcards.metric, config["metric_settings"].get(wildcards.metric))
 
 
 def metric_threads(wildcards):

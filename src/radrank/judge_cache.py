@@ -1,8 +1,9 @@
 """A response cache for the LLM-judge metrics: one small JSON file per (model, revision, prompt, parameters).
 
-A judge's answer to a prompt depends only on the model (id and revision — the
-hub commit, or the sha256 of the weights of a local copy; the dtype; the API
-base of an endpoint), the exact prompt the model sees, and the generation
+A judge's answer to a prompt depends only on the backend that generated it
+(``hf``, ``vllm``, ``openai``: their kernels differ, so their answers may), the
+model (id and revision — the hub commit, or the sha256 of the weights of a
+local copy; the dtype; the API base of an endpoint), the exact prompt the model sees, and the generation
 parameters (greedy or the retry's sampling, the token budget). The sha256 of
 those, as canonical JSON, names the entry, so a rerun, a new leaderboard entry
 that repeats a (reference, hypothesis) pair, or another dataset never pays
@@ -57,9 +58,13 @@ def root_of(setting) -> Path | None:
     return Path(os.path.expanduser(value)) if value else default_root()
 
 
-def make_key(identity: dict, request, params: dict) -> str:
-    """sha256 (hex) of the canonical JSON of (format, model identity, request, parameters)."""
-    blob = json.dumps({"format": FORMAT, "identity": identity, "request": request, "params": params},
+def make_key(identity: dict, request, params: dict, *, backend: str = "hf") -> str:
+    """sha256 (hex) of the canonical JSON of (format, backend, model identity, request, parameters).
+
+    ``backend`` is what generated the answer (``hf``: transformers on this machine, ``vllm``,
+    ``openai``): the same model and prompt through two backends are two entries, never mixed."""
+    blob = json.dumps({"format": FORMAT, "backend": backend, "identity": identity, "request": request,
+                       "params": params},
                       sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

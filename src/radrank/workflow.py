@@ -256,8 +256,11 @@ class Plan:
 
     def metrics_for_env(self, env: str, sharded: bool | None = None) -> list[str]:
         """Metrics of ``env``; ``sharded`` selects those scored in one job (False) or several (True)."""
-        return [m for m in self._used_metrics() if metrics.get(m).env == env
+        return [m for m in self._used_metrics() if self.metric_env(m) == env
                 and (sharded is None or (self.shards(m) > 1) == sharded)]
 
+    def metric_env(self, metric: str) -> str:
+        return metrics.env_for(metric, self.config.get("metric_settings", {}).get(metric))
+
     def envs(self) -> list[str]:
-        return sorted({metrics.get(m).env for m in self._used_metrics()})
+        return sorted({self.metric_env(m) for m in self._used_metrics()})

@@ -94,6 +94,9 @@ def merge_settings(spec: BackboneSpec, settings: dict | None) -> dict:
     """``spec.settings`` updated with ``settings``; unknown keys are a :class:`ConfigError`."""
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(spec.settings))
+    if "backend" in unknown:
+        raise ConfigError(f"backbone {spec.name!r} generates with transformers only: there is no vLLM (or other) "
+                          f"backend for generation backbones; remove {CONFIG_KEY}.{spec.name}.backend")
     if unknown:
         raise ConfigError(f"backbone {spec.name!r} has no setting(s) {unknown} ({CONFIG_KEY}.{spec.name}); "
                           f"known: {sorted(spec.settings)}")

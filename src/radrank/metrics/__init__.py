@@ -55,6 +55,30 @@ def get(name: str):
     return specs[name] if specs is not None else mod.SPEC
 
 
+VLLM_ENV = "vllm"  # the environment family of every metric run with `backend: vllm`
+
+
+def uses_vllm(name: str, settings: dict | None = None) -> bool:
+    """True when metric ``name`` is configured (``metric_settings.<name>.backend``) to generate through vLLM."""
+    spec = get(name)
+    merged = {**spec.settings, **(settings or {})}
+    return "backend" in spec.settings and str(merged.get("backend") or "").lower() == "vllm"
+
+
+def env_for(name: str, settings: dict | None = None) -> str:
+    """The environment family that scores ``name`` with these settings: the vllm family for
+    ``backend: vllm``, else the metric's own (``MetricSpec.env``)."""
+    return VLLM_ENV if uses_vllm(name, settings) else get(name).env
+
+
+def gpus_for(name: str, settings: dict | None = None) -> int:
+    """GPUs one scoring job of ``name`` requests: ``tensor_parallel_size`` (default 1) with
+    ``backend: vllm``, else the metric's own ``resources.gpu``."""
+    if uses_vllm(name, settings):
+        return max(1, int((settings or {}).get("tensor_parallel_size") or 1))
+    return get(name).resources.gpu
+
+
 def leaves(name: str):
     return get(name).leaves
 

@@ -73,6 +73,7 @@ import re
 
 import numpy as np
 
+from radrank.engine import VLLM_SETTINGS
 from radrank.errors import ConfigError, MissingWeightsError
 from radrank.metrics.base import MetricSpec, Resources, mean_leaf
 
@@ -80,7 +81,7 @@ log = logging.getLogger("radrank")
 
 DEFAULT_MODEL = "rajpurkarlab/medgemma-4b-it-crimson"
 DEFAULT_API_MODEL = "gpt-5.2"  # the package's default for api="openai"
-BACKENDS = ("hf", "openai")
+BACKENDS = ("hf", "vllm", "openai")
 
 ERROR_KEYS = ("false_findings", "missing_findings", "attribute_errors", "location_errors", "severity_errors",
               "descriptor_errors", "measurement_errors", "certainty_errors", "unspecific_errors",
@@ -100,7 +101,8 @@ SPEC = MetricSpec(
     resources=Resources(mem_mb=32000, runtime_min=720, threads=4, gpu=1),
     model=DEFAULT_MODEL,
     settings={
-        "backend": "hf",  # hf: a local model (radrank's judge engine or the package's pipeline); openai: an API
+        "backend": "hf",  # hf: a local model (radrank's judge engine or the package's pipeline); vllm: the same
+        # local model on vLLM (env vllm, radrank's judge loop); openai: an API
         "model": DEFAULT_MODEL,  # hf: Hugging Face id or local directory
         "api_model": DEFAULT_API_MODEL,  # openai: the model name sent to the API
         "base_url": None,  # openai: an OpenAI-compatible endpoint (None: the client's default)
@@ -125,6 +127,9 @@ SPEC = MetricSpec(
         "concurrency": 4,  # openai: requests in flight
         "request_timeout": 300,  # openai: seconds per request
         "max_retries": 2,  # openai: client retries per request
+        **VLLM_SETTINGS,  # backend vllm only (see radrank.engine.VLLM_SETTINGS)
+        # vllm: the prompt (up to ~4k tokens with the guidelines) + max_new_tokens, not Gemma-3's 128k context
+        "max_model_len": 8192,
     },
     packages=("crimson-score", "torch", "transformers", "accelerate", "peft", "openai"),
     version="1",
@@ -434,10 +439,10 @@ def load_generator(settings: dict):
     from radrank import engine
 
     model = str(settings.get("model") or DEFAULT_MODEL)
-    key = ("engine", model, str(settings.get("revision")), str(settings.get("device")), str(settings.get("dtype")),
-           str(settings.get("static_cache")), int(settings.get("batch_size") or 8))
+    key = ("engine", settings.get("backend"), model, str(settings.get("revision")), str(settings.get("device")),
+           str(settings.get("dtype")), str(settings.get("static_cache")), int(settings.get("batch_size") or 8))
     if key not in _SCORERS:
-        loaded = engine.load_local_generator(model, metric="crimson", settings=settings, cuda_dtype="bf16")
+        loaded = engine.load_generator(model, metric="crimson", settings=settings, cuda_dtype="bf16")
         match_pipeline_tokens(loaded.generator, "x")
         _SCORERS[key] = loaded
     loaded = _SCORERS[key]
@@ -468,7 +473,7 @@ def judge_hf_engine(prompts: list[str], settings: dict, generator=None):
             row = {c: np.nan for c in NUMBER_COLUMNS}
             row.update(crimson_reason=j.reason or "unparsed", crimson_response=j.text or "")
             rows.append(row)
-    prov["generation"] = {"runner": "radrank.engine", "greedy": True, "max_new_tokens": generator.max_new_tokens,
+    prov["generation"] = {"runner": f"radrank.engine ({getattr(generator, 'backend', 'hf')})", "greedy": True, "max_new_tokens": generator.max_new_tokens,
                           "max_total_tokens": generator.max_total_tokens, "retry": bool(settings.get("retry", True)),
                           "retry_temperature": generator.retry_temperature, "seed": generator.seed,
                           "add_special_tokens": generator.add_special_tokens}
@@ -550,13 +555,13 @@ def score(pairs, settings, inputs):
 
     s = {**SPEC.settings, **(settings or {})}
     _check(s)
-    if s["backend"] == "hf":
+    if s["backend"] in ("hf", "vllm"):
         resolve_model(s)  # a missing model fails before the prompts are built
     prompts = build_prompts(pairs, s)
     distinct = list(dict.fromkeys(prompts))
     log.info("crimson: %d pairs, %d distinct prompts, backend %s, guidelines %s", len(prompts), len(distinct),
              s["backend"], uses_guidelines(s))
-    if s["backend"] == "hf" and s.get("hf_engine", True):
+    if s["backend"] == "vllm" or (s["backend"] == "hf" and s.get("hf_engine", True)):
         judged, model_prov = judge_hf_engine(distinct, s)
         rows = dict(zip(distinct, judged))
     else:

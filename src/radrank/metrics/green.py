@@ -24,7 +24,8 @@ parser — nothing of them is rewritten here:
   matched / (matched + Σ clinically significant errors (a)–(f)), and 0 when
   matched = 0 — upstream's rule exactly; insignificant errors do not count.
 
-Generation (:mod:`radrank.engine`): greedy, fp16 on CUDA (upstream), at most
+Generation (:mod:`radrank.engine`; ``backend: hf``, or ``backend: vllm`` in the vllm env on
+the same token ids): greedy, fp16 on CUDA (upstream), at most
 ``max_total_tokens`` = 2048 tokens of prompt + answer (upstream's
 ``max_length``), answers of up to ``max_new_tokens`` first; an answer cut at
 that limit is asked again with the rest of the 2048-token budget. Batched,
@@ -60,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from radrank.engine import VLLM_SETTINGS
 from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
 
 log = logging.getLogger("radrank")
@@ -86,6 +88,7 @@ SPEC = MetricSpec(
     resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
     model="StanfordAIMI/GREEN-radllama2-7b",
     settings={
+        "backend": "hf",  # hf: radrank's transformers engine; vllm: vLLM (env vllm; settings below)
         "model": "StanfordAIMI/GREEN-radllama2-7b",  # Hugging Face id or local directory
         "revision": None,  # hub revision (None: the cached / newest snapshot)
         "trust_remote_code": [],  # allow-list (CheXagentTokenizer); the workflow fills it: top-level config list
@@ -98,6 +101,7 @@ SPEC = MetricSpec(
         "retry_temperature": 0.7,  # the one retry of an unparsable, uncut answer samples at this temperature
         "seed": 0,
         "cache_dir": None,  # response cache (None: $RADRANK_JUDGE_CACHE or ~/.cache/radrank/judge; "off")
+        **VLLM_SETTINGS,  # backend vllm only (see radrank.engine.VLLM_SETTINGS)
     },
     packages=("torch", "transformers", "tokenizers", "radeval", "huggingface-hub", "safetensors"),
     version="1",
@@ -283,8 +287,8 @@ def render(tokenizer, prompt: str) -> str:
 def load_generator(settings):
     from radrank import engine
 
-    return engine.load_local_generator(str(settings["model"]), metric="green", settings=settings,
-                                       tokenizer_loader=load_tokenizer, cuda_dtype="fp16")
+    return engine.load_generator(str(settings["model"]), metric="green", settings=settings,
+                                 tokenizer_loader=load_tokenizer, cuda_dtype="fp16")
 
 
 def score(pairs, settings, inputs, generator=None):
@@ -299,7 +303,7 @@ def score(pairs, settings, inputs, generator=None):
         loaded = load_generator(settings)
         generator, prov = loaded.generator, {**prov, **loaded.provenance}
     prompts = [prompt_text(r, h) for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
-    if getattr(generator, "kind", "local") == "local" and getattr(generator, "tokenizer", None) is not None:
+    if getattr(generator, "kind", "local") in ("local", "vllm") and getattr(generator, "tokenizer", None) is not None:
         requests = [render(generator.tokenizer, p) for p in prompts]
     else:
         requests = [[{"role": "user", "content": p}] for p in prompts]

@@ -29,6 +29,7 @@ Backends (``backend``):
 * ``local`` — a local instruction-tuned causal LM (``model``: a Hugging Face id
   or directory) on the shared engine: the prompt is the user turn of the
   model's chat template, greedy, batched, static KV cache on CUDA.
+* ``vllm`` — the same local model and prompt served by vLLM (env ``vllm``).
 
 Columns: ``mrscore_rubric`` (0–100), ``mrscore_rubric_<criterion>`` (error
 flags, 1 = error), ``mrscore_rubric_analysis`` (the raw answer),
@@ -43,6 +44,7 @@ import re
 
 import numpy as np
 
+from radrank.engine import VLLM_SETTINGS
 from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
 
 log = logging.getLogger("radrank")
@@ -88,7 +90,7 @@ SPEC = MetricSpec(
     resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
     model="gpt-4o-2024-08-06",
     settings={
-        "backend": "openai",  # openai (any OpenAI-compatible endpoint) | local
+        "backend": "openai",  # openai (any OpenAI-compatible endpoint) | local (transformers engine) | vllm
         "model": "gpt-4o-2024-08-06",  # endpoint model name, or (local) Hugging Face id / directory
         "revision": None,  # local only
         "api_base": "https://api.openai.com/v1",
@@ -107,6 +109,7 @@ SPEC = MetricSpec(
         "retry_temperature": 0.7,
         "seed": 0,
         "cache_dir": None,  # response cache (see radrank.judge_cache); "off" disables
+        **VLLM_SETTINGS,  # backend vllm only (see radrank.engine.VLLM_SETTINGS)
     },
     packages=("torch", "transformers", "tokenizers", "huggingface-hub", "safetensors"),
     version="1",
@@ -221,14 +224,15 @@ def make_generator(settings):
         prov = {"backend": "openai", "model": gen.model, "api_base": gen.api_base,
                 "api_key_env": settings.get("api_key_env")}
         return gen, prov, lambda p: [{"role": "user", "content": p}]
-    if backend == "local":
+    if backend in ("local", "vllm"):
         if not settings.get("model"):
             raise ConfigError("metric 'mrscore_rubric': set metric_settings.mrscore_rubric.model to a local model")
-        loaded = engine.load_local_generator(str(settings["model"]), metric="mrscore_rubric", settings=settings,
-                                             cuda_dtype="bf16", add_special_tokens=False)
+        load = engine.load_vllm_generator if backend == "vllm" else engine.load_local_generator
+        loaded = load(str(settings["model"]), metric="mrscore_rubric", settings=settings, cuda_dtype="bf16",
+                      add_special_tokens=False)
         gen = loaded.generator
-        return gen, {"backend": "local", **loaded.provenance}, local_renderer(gen)
-    raise ConfigError(f"metric 'mrscore_rubric': unknown backend {backend!r} (use openai or local)")
+        return gen, {"backend": backend, **loaded.provenance}, local_renderer(gen)
+    raise ConfigError(f"metric 'mrscore_rubric': unknown backend {backend!r} (use openai, local or vllm)")
 
 
 def local_renderer(generator):

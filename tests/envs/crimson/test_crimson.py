@@ -398,7 +398,7 @@ def test_openai_missing_key_is_a_config_error(monkeypatch):
 
 def test_unknown_backend():
     with pytest.raises(ConfigError, match="backend"):
-        metrics.score("crimson", _pairs(["a"], ["b"]), {"backend": "vllm"})
+        metrics.score("crimson", _pairs(["a"], ["b"]), {"backend": "tgi"})
 
 
 def test_openai_dead_endpoint_fails_the_job(monkeypatch):

