@@ -30,7 +30,7 @@ DROPS = "results/pairs/{dataset}/{split}/{model}.drops.csv"
 SCORES = "results/scores/{dataset}/{split}/{model}/{metric}.parquet"
 SCORE_SHARD = "results/scores/{dataset}/{split}/{model}/{metric}.shards/{shard}.parquet"
 STATS = "results/stats/{dataset}/{split}"
-SUMMARY = "results/summary/{dataset}/{split}/{model}"
+SUMMARIES = "results/summary/{dataset}/{split}"  # + /{model}/results.csv, ... (written by the bootstrap job)
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
 GENERATED_SHARD = f"{GENERATED}.shards/{{shard}}"  # + ".parquet" / ".drops.csv"
 
@@ -64,6 +64,8 @@ def ingest_job(wildcards):
     }
 
 
+# Scoring reads a PAIRS file, whatever wrote it (ingest, generation, meta-evaluation sets), and never
+# looks up the submission. Per-metric facts come from the Plan (env_of, gpus_of, identity_of, ...).
 def score_inputs(wildcards):
     files = {"pairs": PAIRS.format(**wildcards)}
     for required in metrics.get(wildcards.metric).requires:
@@ -82,24 +84,48 @@ def shard_files(wildcards):
     return [SCORE_SHARD.format(**wildcards, shard=f"{i}-of-{count}") for i in range(count)]
 
 
-def metric_settings(wildcards):
-    return config["metric_settings"].get(wildcards.metric, {})
+def metric_identity(wildcards):
+    """The scoring rules' only param besides the shard: what the metric's scores depend on."""
+    return PLAN.identity_of(wildcards.metric)
 
 
 def metric_mem_mb(wildcards, attempt):
-    return metrics.get(wildcards.metric).resources.mem_mb * attempt
+    return PLAN.resources_of(wildcards.metric).mem_mb * attempt
 
 
 def metric_runtime(wildcards, attempt):
-    return metrics.get(wildcards.metric).resources.runtime_min * attempt
+    return PLAN.resources_of(wildcards.metric).runtime_min * attempt
 
 
 def metric_gpus(wildcards):
-    return metrics.get(wildcards.metric).resources.gpu
+    return PLAN.gpus_of(wildcards.metric)
 
 
 def metric_threads(wildcards):
-    return metrics.get(wildcards.metric).resources.threads
+    return PLAN.resources_of(wildcards.metric).threads
+
+
+# --- batched scoring: the cheap CPU metrics of one (dataset, split, model) in one job -------------
+def batch_identities(wildcards):
+    return {m: PLAN.identity_of(m) for m in PLAN.batched_metrics(wildcards.split)}
+
+
+def batch_mem_mb(wildcards, attempt):
+    """The metrics run one after another: the largest one's memory."""
+    return max(PLAN.resources_of(m).mem_mb for m in PLAN.batched_metrics(wildcards.split)) * attempt
+
+
+def batch_runtime(wildcards, attempt):
+    return sum(PLAN.resources_of(m).runtime_min for m in PLAN.batched_metrics(wildcards.split)) * attempt
+
+
+def batch_threads(wildcards):
+    return max(PLAN.resources_of(m).threads for m in PLAN.batched_metrics(wildcards.split))
+
+
+def batch_outputs(metric_names):
+    """One SCORES file per metric, named by the metric."""
+    return {m: SCORES.replace("{metric}", m) for m in metric_names}
 
 
 def score_paths_by_model(wildcards):
@@ -112,8 +138,27 @@ def score_paths_by_model(wildcards):
     }
 
 
+def pairs_by_model(wildcards):
+    return {
+        model: PAIRS.format(dataset=wildcards.dataset, split=wildcards.split, model=model)
+        for model in PLAN.models_for(wildcards.dataset, wildcards.split)
+    }
+
+
 def stats_inputs(wildcards):
-    return [p for paths in score_paths_by_model(wildcards).values() for p in paths]
+    return {
+        "scores": [p for paths in score_paths_by_model(wildcards).values() for p in paths],
+        "pairs": list(pairs_by_model(wildcards).values()),
+        "drops": list(drops_by_model(wildcards).values()),
+    }
+
+
+def bootstrap_mem_mb(wildcards, attempt):
+    """Linear in models × leaves (radrank.stats.bootstrap holds no per-pair copies); see README "Statistics"."""
+    from radrank.stats.bootstrap import memory_mb
+
+    n_models = len(PLAN.models_for(wildcards.dataset, wildcards.split))
+    return memory_mb(n_models, len(PLAN.leaves(wildcards.split)), config["bootstrap"]["n"]) * attempt
 
 
 def split_metrics(wildcards):
@@ -154,7 +199,7 @@ def report_inputs(wildcards):
 
 def all_targets():
     targets = [LEADERBOARD.format(dataset=d, split=s) for d, s in PLAN.groups()]
-    targets += [f"{SUMMARY}/results_summary.csv".format(dataset=d, split=s, model=m) for d, s, m in PLAN.entries()]
+    targets += [SUMMARIES.format(dataset=d, split=s) for d, s in PLAN.groups()]
     targets += ["results/report/report.md", "results/report/report.html"]
     return targets
 

@@ -1,10 +1,41 @@
 # Scoring rules are generated per environment family: each metric's module in
-# src/radrank/metrics declares its environment and resources. A metric scored
-# in several shards (config `shards`) runs one job per slice of the pairs and a
-# merge job joins the slices in order.
+# src/radrank/metrics declares its environment and resources (read through the
+# Plan: env_of, gpus_of, resources_of, identity_of). Cheap CPU metrics of one
+# (dataset, split, model) are scored together in one batch job (one SCORES file
+# each), since their own work is a fraction of a job's start-up; every model
+# metric keeps its own job. A metric scored in several shards (config `shards`)
+# runs one job per slice of the pairs and a merge job joins the slices in order.
+# Params hold only what changes a metric's scores (Plan.identity_of), so a
+# change to the bootstrap or leaderboard settings re-scores nothing.
 for env_name in PLAN.envs():
     whole = PLAN.metrics_for_env(env_name, sharded=False)
     sharded = PLAN.metrics_for_env(env_name, sharded=True)
+
+    for suffix, batch_splits, batch_metrics in PLAN.batches(env_name):
+
+        rule:
+            name:
+                f"score_{env_name}_batch{suffix}"
+            input:
+                pairs=PAIRS,
+            output:
+                **batch_outputs(batch_metrics),
+            log:
+                f"logs/score/{{dataset}}/{{split}}/{{model}}/batch{suffix}.log",
+            wildcard_constraints:
+                split="|".join(batch_splits),
+            params:
+                identities=batch_identities,
+            threads: batch_threads
+            resources:
+                mem_mb=batch_mem_mb,
+                runtime=batch_runtime,
+                gpu=0,
+            conda:
+                f"../envs/{env_name}.yaml"
+            envmodules: f"radrank/{env_name}"
+            script:
+                "../scripts/score_batch.py"
 
     if whole:
 
@@ -20,9 +51,8 @@ for env_name in PLAN.envs():
             wildcard_constraints:
                 metric="|".join(whole),
             params:
-                settings=metric_settings,
+                identity=metric_identity,
                 shard=None,
-                config_hash=CONFIG_HASH,
             threads: metric_threads
             resources:
                 mem_mb=metric_mem_mb,
@@ -48,9 +78,8 @@ for env_name in PLAN.envs():
             wildcard_constraints:
                 metric="|".join(sharded),
             params:
-                settings=metric_settings,
+                identity=metric_identity,
                 shard=shard_of,
-                config_hash=CONFIG_HASH,
             threads: metric_threads
             resources:
                 mem_mb=metric_mem_mb,

@@ -22,7 +22,7 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import MetricSpec, Resources, clipped_ngram_matches, distinct_texts, mean_leaf
+from radrank.metrics.base import MetricSpec, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks, mean_leaf
 
 SPEC = MetricSpec(
     name="bleu2",
@@ -109,5 +109,5 @@ def score_texts(references, hypotheses) -> list[float]:
 def score(pairs, settings, inputs):
     import pandas as pd
 
-    values = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+    values = in_pair_chunks(score_texts, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
     return pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "bleu2": np.asarray(values, dtype="float64")})

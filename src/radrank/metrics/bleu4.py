@@ -16,7 +16,7 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import Leaf, MetricSpec, Resources, clipped_ngram_matches, distinct_texts
+from radrank.metrics.base import Leaf, MetricSpec, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks
 
 N = 4
 TINY = 1e-15
@@ -100,7 +100,7 @@ def statistics_table(references, hypotheses) -> np.ndarray:
 def score(pairs, settings, inputs):
     import pandas as pd
 
-    stats = statistics_table(pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+    stats = in_pair_chunks(statistics_table, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
     out = pd.DataFrame(stats, columns=list(STATS))
     out.insert(0, "bleu4_sentence", sentence_bleu(stats))
     out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
