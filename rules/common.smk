@@ -66,11 +66,19 @@ def ingest_job(wildcards):
 
 # Scoring reads a PAIRS file, whatever wrote it (ingest, generation, meta-evaluation sets), and never
 # looks up the submission. Per-metric facts come from the Plan (env_of, gpus_of, identity_of, ...).
-def score_inputs(wildcards):
-    files = {"pairs": PAIRS.format(**wildcards)}
-    for required in metrics.get(wildcards.metric).requires:
-        files[required] = SCORES.format(**{**wildcards, "metric": required})
-    return files
+def required_scores(metric):
+    """The SCORES files a metric reads besides the pairs (e.g. RadCliQ's components), by metric name."""
+    return {required: SCORES.replace("{metric}", required) for required in metrics.get(metric).requires}
+
+
+class PerAttempt:
+    """A resource that grows with the attempt: ``base`` × attempt (the SLURM profile retries failed jobs)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __call__(self, wildcards, attempt):
+        return self.base * attempt
 
 
 def shard_of(wildcards):
@@ -82,45 +90,6 @@ def shard_of(wildcards):
 def shard_files(wildcards):
     count = PLAN.shards(wildcards.metric)
     return [SCORE_SHARD.format(**wildcards, shard=f"{i}-of-{count}") for i in range(count)]
-
-
-def metric_identity(wildcards):
-    """The scoring rules' only param besides the shard: what the metric's scores depend on."""
-    return PLAN.identity_of(wildcards.metric)
-
-
-def metric_mem_mb(wildcards, attempt):
-    return PLAN.resources_of(wildcards.metric).mem_mb * attempt
-
-
-def metric_runtime(wildcards, attempt):
-    return PLAN.resources_of(wildcards.metric).runtime_min * attempt
-
-
-def metric_gpus(wildcards):
-    return PLAN.gpus_of(wildcards.metric)
-
-
-def metric_threads(wildcards):
-    return PLAN.resources_of(wildcards.metric).threads
-
-
-# --- batched scoring: the cheap CPU metrics of one (dataset, split, model) in one job -------------
-def batch_identities(wildcards):
-    return {m: PLAN.identity_of(m) for m in PLAN.batched_metrics(wildcards.split)}
-
-
-def batch_mem_mb(wildcards, attempt):
-    """The metrics run one after another: the largest one's memory."""
-    return max(PLAN.resources_of(m).mem_mb for m in PLAN.batched_metrics(wildcards.split)) * attempt
-
-
-def batch_runtime(wildcards, attempt):
-    return sum(PLAN.resources_of(m).runtime_min for m in PLAN.batched_metrics(wildcards.split)) * attempt
-
-
-def batch_threads(wildcards):
-    return max(PLAN.resources_of(m).threads for m in PLAN.batched_metrics(wildcards.split))
 
 
 def batch_outputs(metric_names):

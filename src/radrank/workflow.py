@@ -273,11 +273,9 @@ class Plan:
         """The metrics of ``split`` (of ``env``, if given) scored in its batch job."""
         return [m for m in self.metrics_for_split(split) if self.batched(m) and env in (None, self.env_of(m))]
 
-    def metrics_for_env(self, env: str, sharded: bool | None = None) -> list[str]:
-        """Metrics of ``env`` scored one job per metric (batched ones excluded); ``sharded`` selects those
-        scored in one job (False) or several (True)."""
-        return [m for m in self._used_metrics() if self.env_of(m) == env and not self.batched(m)
-                and (sharded is None or (self.shards(m) > 1) == sharded)]
+    def metrics_one_by_one(self) -> list[str]:
+        """The used metrics that are not batched: each scored in its own jobs (one rule per metric)."""
+        return [m for m in self._used_metrics() if not self.batched(m)]
 
     def envs(self) -> list[str]:
         return sorted({self.env_of(m) for m in self._used_metrics()})
