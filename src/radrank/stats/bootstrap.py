@@ -224,9 +224,11 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     return BootstrapResult(cases=cases, replicates=replicates, summary=summary, comparisons=comparisons)
 
 
-# Peak memory of a bootstrap job (statistics, replicates and the result files written from them), measured by
-# benchmarks/memory.py and rounded up: a fixed part and a part per model × leaf × 1000 resamples.
-BASE_MB = 600
+# Memory to declare for a bootstrap job (statistics, replicates and every file written from them). Measured by
+# benchmarks/memory.py at 2,347 cases, 5 leaves, 1,000 resamples: 190 MB at 10 models, 325 MB at 100 (0.3 MB per
+# model × leaf); declared with ~3x headroom for larger case sets: a fixed part plus 1 MB per model × leaf × 1000
+# resamples.
+BASE_MB = 500
 MB_PER_MODEL_LEAF = 1.0
 
 
