@@ -13,15 +13,16 @@ COPY = ("Snakefile", "rules", "scripts", "src", "config", "schemas", "envs", "pr
 
 
 def make(work: Path, *, models: int, datasets: int, cases: int, metrics: list | None = None, seed: int = 0,
-         bootstrap_n: int | None = None) -> Path:
+         bootstrap_n: int | None = None, repo: Path = REPO) -> Path:
     """Copy the workflow to ``work`` with ``models`` ReXrank JSON submissions of ``cases`` cases for each of
-    ``datasets`` datasets (both splits). Texts come from benchmarks/_synthetic.py when ``cases`` > 5."""
+    ``datasets`` datasets (both splits). Texts come from benchmarks/_synthetic.py when ``cases`` > 5.
+    ``repo``: the checkout to copy (another revision's files, for a reference measured in the same run)."""
     from _synthetic import leaderboard
 
     for name in COPY:
-        (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(
-            REPO / name, work / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
-                                        if (REPO / name).is_dir() else {}))
+        (shutil.copytree if (repo / name).is_dir() else shutil.copy2)(
+            repo / name, work / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
+                                        if (repo / name).is_dir() else {}))
     rows = ["model\tdataset\tpath\treference_path\tsplit"]
     for d in range(datasets):
         boards = leaderboard(cases * models, n_models=models, seed=seed + d) if cases > 5 else None

@@ -7,8 +7,10 @@ Snakemake keeps the script it generated for each job (--skip-script-cleanup: the
 the job's pickled inputs, params and outputs), and each is executed again in job order, after a first
 untimed pass has done the imports. The replay's CPU is the work; the rest of the run is per-job
 start-up (interpreter, imports, Snakemake's own bookkeeping). Goal: work >= 50 % of the run's CPU.
+With --against REV, the same measurement is made first for that git revision of the workflow
+(e.g. the commit before the scoring jobs were batched), as the reference.
 
-    python benchmarks/overhead.py [--models 20] [--cases 500]
+    python benchmarks/overhead.py [--models 20] [--cases 500] [--against REV]
 """
 
 from __future__ import annotations
@@ -51,14 +53,10 @@ def replay(scripts: list, work: Path) -> dict:
     return cpu
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", type=int, default=20)
-    ap.add_argument("--cases", type=int, default=500)
-    args = ap.parse_args()
+def measure(label: str, repo: Path, args):
     with tempfile.TemporaryDirectory() as tmp:
         work = _workdir.make(Path(tmp), models=args.models, datasets=1, cases=args.cases,
-                             metrics=["bleu2", "bleu4", "rouge"])
+                             metrics=["bleu2", "bleu4", "rouge"], repo=repo)
         before, wall = children_cpu(), time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--skip-script-cleanup"],
                               cwd=work, capture_output=True, text=True)
@@ -67,12 +65,19 @@ def main():
             sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
         jobs = Counter(re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.M))
         scripts = sorted((work / ".snakemake/scripts").glob("tmp*.py"), key=lambda p: p.stat().st_mtime_ns)
+        here = os.getcwd()
         sys.path.insert(0, str(work / "src"))
-        replay(scripts, work)  # imports and file-system caches warm
-        work_cpu = replay(scripts, work)
+        for name in [m for m in sys.modules if m == "radrank" or m.startswith("radrank.")]:
+            del sys.modules[name]  # this revision's package, not another's
+        try:
+            replay(scripts, work)  # imports and file-system caches warm
+            work_cpu = replay(scripts, work)
+        finally:
+            os.chdir(here)
+            sys.path.remove(str(work / "src"))
     total_work = sum(work_cpu.values())
-    print(f"run: {args.models} models x {args.cases} cases, 1 dataset x 2 splits, lexical panel (bleu2 bleu4 rouge), "
-          f"--cores 2")
+    print(f"{label}: {args.models} models x {args.cases} cases, 1 dataset x 2 splits, lexical panel "
+          f"(bleu2 bleu4 rouge), --cores 2")
     print(f"jobs: {sum(jobs.values())}  ({', '.join(f'{r} {n}' for r, n in sorted(jobs.items()))})")
     print(f"snakemake run: {wall:.1f} s wall, {run_cpu:.1f} s CPU (snakemake and every job)")
     for name, cpu in sorted(work_cpu.items()):
@@ -81,6 +86,29 @@ def main():
     print(f"work, replayed in one process: {total_work:.1f} s CPU = {100 * share:.0f} % of the run's CPU "
           f"(goal >= {100 * GOAL:.0f} %); start-up and bookkeeping {run_cpu - total_work:.1f} s, "
           f"{(run_cpu - total_work) / max(sum(jobs.values()) - 1, 1):.2f} s per job")
+    return sum(jobs.values()), run_cpu, total_work
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", type=int, default=20)
+    ap.add_argument("--cases", type=int, default=500)
+    ap.add_argument("--against", metavar="REV", help="git revision measured first, as the reference")
+    args = ap.parse_args()
+    reference = None
+    if args.against:
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = subprocess.run(["git", "-C", str(_workdir.REPO), "archive", args.against], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            reference = measure(f"reference ({args.against})", Path(tmp), args)
+        print()
+    jobs, run_cpu, work = measure("this checkout", _workdir.REPO, args)
+    if reference:
+        ref_jobs, ref_cpu, ref_work = reference
+        print(f"\nvs reference: jobs {ref_jobs} -> {jobs}, run CPU {ref_cpu:.1f} -> {run_cpu:.1f} s "
+              f"(x{ref_cpu / run_cpu:.1f} less), work share {100 * ref_work / ref_cpu:.0f} % -> "
+              f"{100 * work / run_cpu:.0f} %")
 
 
 if __name__ == "__main__":
