@@ -32,9 +32,8 @@ LEAVES = 5  # bleu2, bleu4, rouge1, rouge2, rougeL
 
 CHILD = r'''
 import json, resource, sys
-from pathlib import Path
 args = json.loads(sys.argv[1])
-from radrank import io, jobs, metrics
+from radrank import jobs, metrics
 import pandas as pd  # noqa: F401  (the job's imports, before the reference RSS)
 for name in args.get("metrics", []):
     metrics.get(name)
@@ -44,7 +43,8 @@ if args.get("chunk"):
 with open("/proc/self/status") as f:
     before = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 if args["job"] == "score_batch":
-    jobs.score_batch(pairs_path=args["pairs"], settings={}, outs={m: f"{args['out']}/{m}.parquet" for m in args["metrics"]})
+    outs = {m: f"{args['out']}/{m}.parquet" for m in args["metrics"]}
+    jobs.score_batch(pairs_path=args["pairs"], settings={}, outs=outs)
 else:
     jobs.bootstrap(**args["kwargs"])
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -113,7 +113,8 @@ def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
             io.write_parquet(frame, folder / f"{name}.parquet", {"metric": name})
             score_paths[f"m{m:03d}"].append(str(folder / f"{name}.parquet"))
         text = "Findings: the lungs are clear. No pleural effusion or pneumothorax."
-        io.write_parquet(pd.DataFrame({"sample_id": ids, "reference": text, "hypothesis": text}), folder / "pairs.parquet")
+        pairs = pd.DataFrame({"sample_id": ids, "reference": text, "hypothesis": text})
+        io.write_parquet(pairs, folder / "pairs.parquet")
         pairs_paths[f"m{m:03d}"] = str(folder / "pairs.parquet")
         io.write_csv(pd.DataFrame({"sample_id": [], "reason": [], "action": []}), folder / "drops.csv")
         drops_paths[f"m{m:03d}"] = str(folder / "drops.csv")
@@ -133,7 +134,8 @@ def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
         files = bootstrap_files(folder, n_models, n_cases)
         kwargs = {**files, "dataset": "synthetic", "split": "findings", "metric_names": list(LEXICAL),
                   "n_boot": n_boot, "seed": 0, "level": 0.95, "out_replicates": str(folder / "replicates.parquet"),
-                  "out_summary": str(folder / "summary.parquet"), "out_comparisons": str(folder / "comparisons.parquet"),
+                  "out_summary": str(folder / "summary.parquet"),
+                  "out_comparisons": str(folder / "comparisons.parquet"),
                   "out_comparisons_csv": str(folder / "comparisons.csv"), "out_model_files": str(folder / "summary")}
         got = measure({"job": "bootstrap", "kwargs": kwargs, "metrics": list(LEXICAL)})
         declared = memory_mb(n_models, LEAVES, n_boot)
