@@ -102,7 +102,7 @@ def score_batch(*, pairs_path, settings: dict, outs: dict):
     pairs = io.read_parquet(pairs_path)
     identity = provenance.read_pairs_identity(pairs_path)
     results = {}
-    for metric, out in outs.items():
+    for metric in outs:
         start = time.process_time()
         results[metric] = _scored(metric, pairs, identity, settings.get(metric, {}), {})
         log.info("%s: %d samples scored from %s (%.2f s CPU)", metric, len(pairs), pairs_path,

@@ -266,7 +266,7 @@ class Plan:
                 by_metrics.setdefault(batch, []).append(split)
         out = [("_vqa" if splits == ["vqa"] else "", tuple(splits), batch) for batch, splits in by_metrics.items()]
         if len({suffix for suffix, _, _ in out}) < len(out):  # more kinds of split than today: name them all
-            out = [("_" + "_".join(splits), splits, batch) for _, splits, batch in out]
+            out = [("_" + "_".join(splits), splits, batch) for _, splits, batch in out]  # splits: a tuple here
         return out
 
     def batched_metrics(self, split: str, env: str | None = None) -> list[str]:
