@@ -5,9 +5,10 @@ small ReXrank JSON) and times `snakemake -n` with the full panel (the README's R
 chexbert and crimson: every model metric gets its own job, the CPU metrics of each (dataset, split,
 model) one batch job). Prints the jobs per rule, and wall and CPU seconds per dry run (CPU is what
 a machine of its own would take as wall time; on a shared one, wall time also counts waiting).
-Goal: <= 20 s on 2 cores.
+Goal: <= 20 s on 2 cores. With --against REV, that git revision of the workflow is timed first on
+the same sheet, as the reference.
 
-    python benchmarks/dag.py [--models 100] [--datasets 4] [--metrics bleu2 bleu4 rouge ...]
+    python benchmarks/dag.py [--models 100] [--datasets 4] [--metrics bleu2 bleu4 rouge ...] [--against REV]
 """
 
 from __future__ import annotations
@@ -41,9 +42,25 @@ def main():
     ap.add_argument("--datasets", type=int, default=4)
     ap.add_argument("--metrics", nargs="+", default=FULL_PANEL)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--against", metavar="REV", help="git revision timed first, as the reference")
     args = ap.parse_args()
+    reference = None
+    if args.against:
+        with tempfile.TemporaryDirectory() as tmp:
+            archive = subprocess.run(["git", "-C", str(_workdir.REPO), "archive", args.against], check=True,
+                                     capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+            reference = timed(f"reference ({args.against})", Path(tmp), args)
+    cpu = timed("this checkout", _workdir.REPO, args)
+    if reference:
+        print(f"vs reference: CPU seconds {reference:.1f} -> {cpu:.1f} (x{reference / cpu:.1f} less)")
+
+
+def timed(label: str, repo: Path, args) -> float:
+    """Median CPU seconds of the dry run of ``repo``'s workflow; prints jobs and times."""
     with tempfile.TemporaryDirectory() as tmp:
-        work = _workdir.make(Path(tmp), models=args.models, datasets=args.datasets, cases=5, metrics=args.metrics)
+        work = _workdir.make(Path(tmp), models=args.models, datasets=args.datasets, cases=5, metrics=args.metrics,
+                             repo=repo)
         cmd = [sys.executable, "-m", "snakemake", "-n", "--cores", "2", "--quiet", "rules", "all"]
         times, cpus = [], []
         for _ in range(args.repeats):
@@ -57,11 +74,13 @@ def main():
     total = counts.pop("total", "?")
     times.sort()
     cpus.sort()
-    print(f"dry-run, {args.models} models x {args.datasets} datasets x 2 splits, metrics {' '.join(args.metrics)}")
+    print(f"{label}: dry-run, {args.models} models x {args.datasets} datasets x 2 splits, "
+          f"metrics {' '.join(args.metrics)}")
     print(f"jobs in DAG: {total}  ({', '.join(f'{rule} {n}' for rule, n in counts.items())})")
     print(f"wall seconds: median {times[len(times) // 2]:.2f}  min {times[0]:.2f}  max {times[-1]:.2f}")
     print(f"CPU seconds:  median {cpus[len(cpus) // 2]:.2f}  min {cpus[0]:.2f}  max {cpus[-1]:.2f}  "
           f"(goal <= {GOAL:.0f})")
+    return cpus[len(cpus) // 2]
 
 
 if __name__ == "__main__":
