@@ -297,14 +297,17 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
                 path = root / f"results/scores/{dataset}/{split}/{model}/{name}.parquet"
                 io.write_parquet(frame, path, provenance.record(
                     "scores", metric=name, metric_version=spec.version, model=spec.model, settings=spec.settings,
-                    environment=provenance.environment(spec.packages), config_hash="synthetic"))
+                    environment=provenance.environment(spec.packages)))
                 scores[name] = str(path)
             entries[model] = {"pairs": str(pairs_path), "drops": str(drops_path), "scores": scores}
             score_paths[model] = list(scores.values())
-        jobs.bootstrap(dataset=dataset, split=split, score_paths=score_paths, metric_names=list(metric_names),
-                       n_boot=n_boot, seed=seed, level=level, config_hash="synthetic",
+        jobs.bootstrap(dataset=dataset, split=split, score_paths=score_paths,
+                       pairs_paths={m: e["pairs"] for m, e in entries.items()},
+                       drops_paths={m: e["drops"] for m, e in entries.items()}, metric_names=list(metric_names),
+                       n_boot=n_boot, seed=seed, level=level,
                        out_replicates=stats / "replicates.parquet", out_summary=stats / "summary.parquet",
-                       out_comparisons=stats / "comparisons.parquet", out_comparisons_csv=stats / "comparisons.csv")
+                       out_comparisons=stats / "comparisons.parquet", out_comparisons_csv=stats / "comparisons.csv",
+                       out_model_files=root / f"results/summary/{dataset}/{split}")
         board = root / f"results/leaderboard/{dataset}_{split}.csv"
         jobs.leaderboard(dataset=dataset, split=split, summary_path=stats / "summary.parquet",
                          replicates_path=stats / "replicates.parquet", comparisons_path=stats / "comparisons.parquet",

@@ -16,7 +16,6 @@ validate(config, "../schemas/config.schema.yaml")
 PLAN = Plan.from_config(config)
 check_workflow_weights(PLAN)  # a missing model fails here, in seconds, not a minute into a job
 METAEVAL_SETS = metaeval.sets_from_config(config)
-CONFIG_HASH = provenance.stable_hash(config)
 
 
 wildcard_constraints:
@@ -34,7 +33,7 @@ DROPS = "results/pairs/{dataset}/{split}/{model}.drops.csv"
 SCORES = "results/scores/{dataset}/{split}/{model}/{metric}.parquet"
 SCORE_SHARD = "results/scores/{dataset}/{split}/{model}/{metric}.shards/{shard}.parquet"
 STATS = "results/stats/{dataset}/{split}"
-SUMMARY = "results/summary/{dataset}/{split}/{model}"
+SUMMARIES = "results/summary/{dataset}/{split}"  # + /{model}/results.csv, ... (written by the bootstrap job)
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
 RANKS = f"{STATS}/ranks.parquet"
 GENERATED_SHARD = f"{GENERATED}.shards/{{shard}}"  # + ".parquet" / ".drops.csv"
@@ -73,11 +72,21 @@ def ingest_job(wildcards):
     }
 
 
-def score_inputs(wildcards):
-    files = {"pairs": PAIRS.format(**wildcards)}
-    for required in metrics.get(wildcards.metric).requires:
-        files[required] = SCORES.format(**{**wildcards, "metric": required})
-    return files
+# Scoring reads a PAIRS file, whatever wrote it (ingest, generation, meta-evaluation sets), and never
+# looks up the submission. Per-metric facts come from the Plan (env_of, gpus_of, identity_of, ...).
+def required_scores(metric):
+    """The SCORES files a metric reads besides the pairs (e.g. RadCliQ's components), by metric name."""
+    return {required: SCORES.replace("{metric}", required) for required in metrics.get(metric).requires}
+
+
+class PerAttempt:
+    """A resource that grows with the attempt: ``base`` × attempt (the SLURM profile retries failed jobs)."""
+
+    def __init__(self, base):
+        self.base = base
+
+    def __call__(self, wildcards, attempt):
+        return self.base * attempt
 
 
 def shard_of(wildcards):
@@ -91,24 +100,9 @@ def shard_files(wildcards):
     return [SCORE_SHARD.format(**wildcards, shard=f"{i}-of-{count}") for i in range(count)]
 
 
-def metric_settings(wildcards):
-    return config["metric_settings"].get(wildcards.metric, {})
-
-
-def metric_mem_mb(wildcards, attempt):
-    return metrics.get(wildcards.metric).resources.mem_mb * attempt
-
-
-def metric_runtime(wildcards, attempt):
-    return metrics.get(wildcards.metric).resources.runtime_min * attempt
-
-
-def metric_gpus(wildcards):
-    return metrics.gpus_for(wildcards.metric, config["metric_settings"].get(wildcards.metric))
-
-
-def metric_threads(wildcards):
-    return metrics.get(wildcards.metric).resources.threads
+def batch_outputs(metric_names):
+    """One SCORES file per metric, named by the metric."""
+    return {m: SCORES.replace("{metric}", m) for m in metric_names}
 
 
 def score_paths_by_model(wildcards):
@@ -121,8 +115,27 @@ def score_paths_by_model(wildcards):
     }
 
 
+def pairs_by_model(wildcards):
+    return {
+        model: PAIRS.format(dataset=wildcards.dataset, split=wildcards.split, model=model)
+        for model in PLAN.models_for(wildcards.dataset, wildcards.split)
+    }
+
+
 def stats_inputs(wildcards):
-    return [p for paths in score_paths_by_model(wildcards).values() for p in paths]
+    return {
+        "scores": [p for paths in score_paths_by_model(wildcards).values() for p in paths],
+        "pairs": list(pairs_by_model(wildcards).values()),
+        "drops": list(drops_by_model(wildcards).values()),
+    }
+
+
+def bootstrap_mem_mb(wildcards, attempt):
+    """Linear in models × leaves (radrank.stats.bootstrap holds no per-pair copies); see README "Statistics"."""
+    from radrank.stats.bootstrap import memory_mb
+
+    n_models = len(PLAN.models_for(wildcards.dataset, wildcards.split))
+    return memory_mb(n_models, len(PLAN.leaves(wildcards.split)), config["bootstrap"]["n"]) * attempt
 
 
 def split_metrics(wildcards):
@@ -193,7 +206,7 @@ def report_inputs(wildcards):
 
 def all_targets():
     targets = [LEADERBOARD.format(dataset=d, split=s) for d, s in PLAN.groups()]
-    targets += [f"{SUMMARY}/results_summary.csv".format(dataset=d, split=s, model=m) for d, s, m in PLAN.entries()]
+    targets += [SUMMARIES.format(dataset=d, split=s) for d, s in PLAN.groups()]
     targets += ["results/report/report.md", "results/report/report.html"]
     return targets + metaeval_targets()
 
@@ -230,7 +243,7 @@ def metaeval_agreement_inputs(wildcards):
 def metaeval_agreement_job(wildcards):
     settings = config["metaeval"]
     return {"metric_names": PLAN.metric_names, "n_boot": settings["n_bootstrap"], "seed": settings["seed"],
-            "level": settings["level"], "tie_tolerance": settings["tie_tolerance"], "config_hash": CONFIG_HASH}
+            "level": settings["level"], "tie_tolerance": settings["tie_tolerance"]}
 
 
 # --- generation (config `generation`) ------------------------------------------------------
@@ -259,7 +272,6 @@ def generation_job(wildcards):
         "empty_hypothesis": config["empty_hypothesis"],
         "max_chars": config["max_report_chars"],
         "shard": shard_of(wildcards),
-        "config_hash": CONFIG_HASH,
     }
 
 

@@ -25,6 +25,8 @@ rule report:
         empty_hypothesis=config["empty_hypothesis"],
         cases=config["report"]["cases"],
         metaeval=metaeval_agreement_files,
+        # shown in the provenance section: the report is the one output that describes the whole run
+        config_hash=provenance.stable_hash(config),
     conda:
         "../envs/core.yaml"
     envmodules: "radrank/core"

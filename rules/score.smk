@@ -1,66 +1,73 @@
-# Scoring rules are generated per environment family: each metric's module in
-# src/radrank/metrics declares its environment and resources. A metric scored
-# in several shards (config `shards`) runs one job per slice of the pairs and a
-# merge job joins the slices in order.
+# Scoring rules are generated from the Plan (src/radrank/workflow.py), which reads each metric's
+# environment, GPUs, resources and identity (version, model, settings) through env_of, gpus_of,
+# resources_of and identity_of. Every rule reads a PAIRS file, whatever wrote it.
+#
+# * The cheap CPU metrics of one (dataset, split, model) are scored in ONE job per environment
+#   (score_<env>_batch), one SCORES file each: their own work is a fraction of a job's start-up.
+# * Every other metric has its own rule, score_<metric> (one job per dataset, split, model), and
+#   with config `shards` score_<metric>_shard (one job per slice) plus merge_shards.
+# Rules are per metric rather than per environment so that a metric's params, threads and GPUs
+# are fixed when the workflow loads (no per-job function calls while the DAG is built), and the
+# params hold only what changes the metric's scores: a change to the bootstrap or leaderboard
+# settings re-scores nothing.
 for env_name in PLAN.envs():
-    whole = PLAN.metrics_for_env(env_name, sharded=False)
-    sharded = PLAN.metrics_for_env(env_name, sharded=True)
-
-    if whole:
+    for suffix, batch_splits, batch_metrics in PLAN.batches(env_name):
 
         rule:
             name:
-                f"score_{env_name}"
+                f"score_{env_name}_batch{suffix}"
             input:
-                unpack(score_inputs),
+                pairs=PAIRS,
             output:
-                SCORES,
+                **batch_outputs(batch_metrics),
             log:
-                "logs/score/{dataset}/{split}/{model}/{metric}.log",
+                f"logs/score/{{dataset}}/{{split}}/{{model}}/batch{suffix}.log",
             wildcard_constraints:
-                metric="|".join(whole),
+                split="|".join(batch_splits),
             params:
-                settings=metric_settings,
-                shard=None,
-                config_hash=CONFIG_HASH,
-            threads: metric_threads
+                identities={m: PLAN.identity_of(m) for m in batch_metrics},
+            threads: max(PLAN.resources_of(m).threads for m in batch_metrics)
             resources:
-                mem_mb=metric_mem_mb,
-                runtime=metric_runtime,
-                gpu=metric_gpus,
+                # the metrics run one after another: the largest one's memory, the sum of their runtimes
+                mem_mb=PerAttempt(max(PLAN.resources_of(m).mem_mb for m in batch_metrics)),
+                runtime=PerAttempt(sum(PLAN.resources_of(m).runtime_min for m in batch_metrics)),
+                gpu=0,
             conda:
                 f"../envs/{env_name}.yaml"
             envmodules: f"radrank/{env_name}"
             script:
-                "../scripts/score.py"
+                "../scripts/score_batch.py"
 
-    if sharded:
 
-        rule:
-            name:
-                f"score_{env_name}_shard"
-            input:
-                unpack(score_inputs),
-            output:
-                SCORE_SHARD,
-            log:
-                "logs/score/{dataset}/{split}/{model}/{metric}.{shard}.log",
-            wildcard_constraints:
-                metric="|".join(sharded),
-            params:
-                settings=metric_settings,
-                shard=shard_of,
-                config_hash=CONFIG_HASH,
-            threads: metric_threads
-            resources:
-                mem_mb=metric_mem_mb,
-                runtime=metric_runtime,
-                gpu=metric_gpus,
-            conda:
-                f"../envs/{env_name}.yaml"
-            envmodules: f"radrank/{env_name}"
-            script:
-                "../scripts/score.py"
+for metric_name in PLAN.metrics_one_by_one():
+    env_name = PLAN.env_of(metric_name)
+    needs = PLAN.resources_of(metric_name)
+    sharded = PLAN.shards(metric_name) > 1
+
+    rule:
+        name:
+            f"score_{metric_name}" + ("_shard" if sharded else "")
+        input:
+            pairs=PAIRS,
+            **required_scores(metric_name),
+        output:
+            (SCORE_SHARD if sharded else SCORES).replace("{metric}", metric_name),
+        log:
+            f"logs/score/{{dataset}}/{{split}}/{{model}}/{metric_name}" + (".{shard}" if sharded else "") + ".log",
+        params:
+            metric=metric_name,
+            identity=PLAN.identity_of(metric_name),
+            shard=shard_of if sharded else None,
+        threads: needs.threads
+        resources:
+            mem_mb=PerAttempt(needs.mem_mb),
+            runtime=PerAttempt(needs.runtime_min),
+            gpu=PLAN.gpus_of(metric_name),
+        conda:
+            f"../envs/{env_name}.yaml"
+        envmodules: f"radrank/{env_name}"
+        script:
+            "../scripts/score.py"
 
 
 if any(PLAN.shards(m) > 1 for m in PLAN.metric_names):

@@ -6,6 +6,5 @@ from radrank import jobs  # noqa: E402
 
 sm = snakemake  # noqa: F821
 required = {name: path for name, path in sm.input.items() if name != "pairs"}
-jobs.run_rule(sm, jobs.score, metric=sm.wildcards.metric, pairs_path=sm.input.pairs, required=required,
-              settings=sm.params.settings, out=sm.output[0], config_hash=sm.params.config_hash,
-              shard=sm.params.shard)
+jobs.run_rule(sm, jobs.score, metric=sm.params.metric, pairs_path=sm.input.pairs, required=required,
+              settings=sm.params.identity["settings"], out=sm.output[0], shard=sm.params.shard)

@@ -181,6 +181,40 @@ def test_comparison_with_missing_cases_uses_common_cases(result, leaf):
     assert abs(comp["delta"] - (_replicates(result, "A", leaf)[0] - _replicates(result, "C", leaf)[0])) > 1e-6
 
 
+def test_comparisons_on_several_differing_case_sets_equal_a_brute_force_recompute():
+    """Five models, four case sets (C and E share one, D's overlaps C's partly): every comparison is the
+    pair's leaf on its common cases, resample by resample, summed case by case from the drawn indices."""
+    pairs = dict(PAIRS)
+    pairs["D"] = PAIRS["A"][PAIRS["A"]["sample_id"].str[1:].astype(int) % 5 != 2].reset_index(drop=True)
+    pairs["E"] = PAIRS["B"][PAIRS["B"]["sample_id"].isin(PAIRS["C"]["sample_id"])].reset_index(drop=True)
+    scores = _scores(pairs)
+    leaves = _leaves()
+    res = bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED)
+    cases = sorted(set().union(*(set(df["sample_id"]) for df in scores.values())))
+    idx = resample_indices(len(cases), N_BOOT, SEED)
+    comps = res.comparisons.set_index(["model_a", "model_b", "metric"])
+    assert len(comps) == 10 * len(leaves)
+    for (a, b, name), row in comps.iterrows():
+        common = set(scores[a]["sample_id"]) & set(scores[b]["sample_id"])
+        assert row["n_common"] == len(common)
+        leaf = next(leaf for leaf in leaves if leaf.name == name)
+
+        def values(model):
+            by_case = dict(zip(scores[model]["sample_id"], leaf.statistics(scores[model])))
+            drawn = [[by_case[cases[i]] for i in rows if cases[i] in common] for rows in [range(len(cases)), *idx]]
+            return np.array([leaf.value(np.sum(d, axis=0)) for d in drawn])
+
+        deltas = values(a) - values(b)
+        assert abs(row["delta"] - deltas[0]) <= 1e-12, (a, b, name)
+        lo, hi = np.quantile(deltas[1:], [0.025, 0.975])
+        assert abs(row["ci_lower"] - lo) <= 1e-12 and abs(row["ci_upper"] - hi) <= 1e-12, (a, b, name)
+        assert row["p_value"] == min(1.0, 2 * min(np.mean(deltas[1:] <= 0), np.mean(deltas[1:] >= 0))), (a, b, name)
+    # the pairs of equal case sets (A-B, C-E) are the differences of the models' own replicates
+    for a, b in (("A", "B"), ("C", "E")):
+        assert comps.loc[(a, b, "bleu4"), "delta"] == \
+            _replicates(res, a, "bleu4")[0] - _replicates(res, b, "bleu4")[0]
+
+
 def test_seed_determines_output():
     scores = _scores({m: PAIRS[m] for m in ("A", "B")}, names=("bleu2",))
     leaves = _leaves(("bleu2",))

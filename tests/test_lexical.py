@@ -129,6 +129,44 @@ def test_varied_pairs_are_varied():
     assert 290 <= len(LONG_REF.split()) <= 320
 
 
+@pytest.mark.parametrize("name", ["bleu2", "bleu4", "rouge"])
+def test_scoring_in_chunks_equals_one_pass(name, monkeypatch):
+    """Chunks of pairs (bounded memory) give exactly the values of one pass over all pairs,
+    in order, also when a text recurs in several chunks."""
+    from radrank.metrics import base
+
+    frame = _frame(VARIED_PAIRS + [(LONG_REF, LONG_HYP)] + VARIED_PAIRS[:5])
+    whole = metrics.score(name, frame)
+    monkeypatch.setattr(base, "PAIR_CHUNK", 7)
+    chunked = metrics.score(name, frame)
+    pd.testing.assert_frame_equal(chunked, whole, check_exact=True)
+    monkeypatch.setattr(base, "PAIR_CHUNK", len(frame) + 1)
+    pd.testing.assert_frame_equal(metrics.score(name, frame), whole, check_exact=True)
+
+
+def test_porter_stemmer_loads_without_nltk_package_and_stems_as_nltk():
+    """ROUGE's stemmer comes from nltk's own porter.py without importing nltk (and scipy) whole,
+    leaves no half-loaded nltk behind, and stems a report vocabulary exactly as nltk does."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    code = ("import sys; from radrank.metrics import rouge; s = rouge.CachedStemmer();"
+            "words = sys.stdin.read().split(); print(' '.join(map(s.stem, words)));"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('nltk', 'scipy')))")
+    words = sorted({w.strip(".,;:").lower() for pair in VARIED_PAIRS for text in pair for w in text.split()} |
+                   {"effusions", "opacities", "consolidation", "generalizations", "atelectatic", "running"})
+    proc = subprocess.run([sys.executable, "-c", code], input=" ".join(words), capture_output=True, text=True,
+                          check=True, env=env)
+    stems, loaded = proc.stdout.splitlines()
+    assert loaded == "[]"
+    from nltk.stem import porter
+
+    assert stems.split() == [porter.PorterStemmer().stem(w) for w in words if w]
+
+
 # --- BLEU-2 -----------------------------------------------------------------------------------------
 
 

@@ -119,11 +119,10 @@ def run_stage(tmp_path: Path, name: str, reader: str, files: dict, options=None,
     score_paths = []
     for metric in metric_names:
         score_paths.append(out / f"{metric}.parquet")
-        jobs.score(metric=metric, pairs_path=out / "pairs.parquet", required={}, settings={}, out=score_paths[-1],
-                   config_hash="test")
+        jobs.score(metric=metric, pairs_path=out / "pairs.parquet", required={}, settings={}, out=score_paths[-1])
     jobs.metaeval_agreement(set_name=name, items_path=out / "items.parquet", score_paths=score_paths,
                             metric_names=list(metric_names), n_boot=n_boot, seed=seed, level=0.95, tie_tolerance=0.01,
-                            config_hash="test", out_scores=out / "scores.parquet", out_agreement=out / "agreement.csv",
+                            out_scores=out / "scores.parquet", out_agreement=out / "agreement.csv",
                             out_comparisons=out / "metric_comparisons.csv")
     return {"dir": out, "agreement": pd.read_csv(out / "agreement.csv"),
             "comparisons": pd.read_csv(out / "metric_comparisons.csv"),

@@ -3,9 +3,9 @@
 One run of the repository's Snakefile with config/config.yaml (in a copy, bootstrap shortened)
 plus one extra GPU rule, submitted with sbatch by snakemake-executor-plugin-slurm 2.8.0 to a
 cluster started here (tests/slurm_cluster.py). By default the submissions sheet is cut to two
-models of demo_cxr, findings only (15 SLURM jobs covering every rule; each SLURM job starts
+models of demo_cxr, findings only (9 SLURM jobs covering every rule; each SLURM job starts
 Snakemake twice, ~10-15 s on these 2-core machines); RADRANK_SLURM_FULL_EXAMPLE=1 runs the whole
-example (55 SLURM jobs, ~6-11 min here). Checked afterwards, from SLURM's own records:
+example (27 SLURM jobs). Checked afterwards, from SLURM's own records:
 every job went through sbatch and completed, CPU jobs ran on the cpu partition and the GPU
 rule on the gpu partition with a GPU allocated (CUDA_VISIBLE_DEVICES), the profile's retries
 resubmitted a failed job with more memory, and each job ran inside the core venv.
@@ -127,7 +127,7 @@ def test_example_workflow_runs_through_sbatch_with_gpus_and_retries(cluster, tmp
         rule = next(part[len("rule_"):] for part in path.relative_to(work).parts if part.startswith("rule_"))
         submitted[path.stem] = rule
     rules = set(submitted.values())
-    assert {"ingest", "score_core", "bootstrap", "model_summary", "leaderboard", "report", "gpu_probe"} <= rules
+    assert {"ingest", "score_core_batch", "bootstrap", "leaderboard", "report", "gpu_probe"} <= rules
     jobs = {job["JobId"]: job for job in cluster.completed_jobs()}
     assert set(submitted) <= set(jobs), f"jobs without a SLURM record: {set(submitted) - set(jobs)}"
     states = {jid: jobs[jid]["JobState"] for jid in submitted}

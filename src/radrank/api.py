@@ -11,7 +11,7 @@ Underneath is the workflow's own code: :func:`radrank.generate.run_generation`
 (the generation job's loop), :func:`radrank.ingest.pairs.build_pairs` (drop
 policies), :func:`radrank.metrics.score` (per-sample scores),
 :func:`radrank.stats.bootstrap` (exact bootstrap from per-sample statistics:
-metrics run once, never per resample) and the model_summary writers of
+metrics run once, never per resample) and the per-model summary writers of
 :mod:`radrank.jobs`. Unlike RadHarmony, every pair left out is listed in
 ``drops_`` / drops.csv with its reason, and ``max_samples`` takes the first
 samples of the dataset (before generation), so a capped run is reproducible.

@@ -310,7 +310,7 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
              ref_section: str = "findings", use_indication: bool = False, indication_section: str = "indication",
              batch_size: int = 8, num_workers: int = 4, image_format="pil", max_images: int | None = None,
              max_samples: int | None = None, empty_hypothesis: str = "score", max_chars: int | None = None,
-             device: str | None = None, model: str | None = None, config_hash: str | None = None):
+             device: str | None = None, model: str | None = None):
     """Generate one shard of ``adapter`` (an adapter, or ``(name, root)``) and write its pairs and drop file.
 
     ``shard=(i, k)`` is shard i of k (contiguous, by dataset order, after
@@ -368,7 +368,6 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
         sources=adapter.describe(), ref_section=settings["ref_section"], empty_hypothesis=empty_hypothesis,
         max_report_chars=max_chars, n_pairs=len(pairs), n_listed=len(drops), identity=identity,
         shard={"index": int(shard[0]), "count": int(shard[1])}, generation=settings, generator=callable_name(fn),
-        config_hash=config_hash,
     )
     log.info("%s shard %s of %s: %d samples, %d pairs, %d listed in the drop file", adapter.name, shard[0], shard[1],
              len(samples), len(pairs), len(drops))

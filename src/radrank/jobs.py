@@ -59,11 +59,12 @@ def shard_slice(n: int, index: int, count: int) -> slice:
     return slice(index * n // count, (index + 1) * n // count)
 
 
-def score(*, metric, pairs_path, required: dict, settings: dict, out, config_hash: str, shard=None):
+def _scored(metric, pairs, pairs_identity, settings: dict, required: dict, shard=None):
+    """Per-sample scores of one metric and their provenance: what the job used (metric version, model,
+    settings with defaults, environment, pairs, required scores), nothing from the rest of the config."""
     import pandas as pd
 
     spec = metrics.get(metric)
-    pairs = io.read_parquet(pairs_path)
     inputs = {name: pd.read_parquet(p) for name, p in required.items()}
     if shard is not None:
         # Corpus-level settings (BERTScore's idf over the references) must see every pair.
@@ -72,18 +73,43 @@ def score(*, metric, pairs_path, required: dict, settings: dict, out, config_has
     scores = metrics.score(metric, pairs, settings, inputs)
     if len(scores) != len(pairs) or not scores["sample_id"].equals(pairs["sample_id"]):
         raise RuntimeError(f"metric {metric!r} returned rows that do not match the pairs")
-    merged_settings = {**spec.settings, **settings}
     models_used = scores.attrs.pop("models", None)
     prov = provenance.record(
         "scores", metric=metric, metric_version=spec.version, model=spec.model, models=models_used,
-        settings=merged_settings,
-        environment=provenance.environment(spec.packages), pairs=provenance.read_pairs_identity(pairs_path),
+        settings={**spec.settings, **settings},
+        environment=provenance.environment(spec.packages), pairs=pairs_identity,
         inputs={name: io.read_provenance(p).get("metric_version") for name, p in required.items()},
-        config_hash=config_hash, shard=None if shard is None else {"index": shard[0], "count": shard[1]},
+        shard=None if shard is None else {"index": shard[0], "count": shard[1]},
     )
+    return scores, prov
+
+
+def score(*, metric, pairs_path, required: dict, settings: dict, out, shard=None):
+    """One metric on one pairs file (or one shard of it)."""
+    pairs = io.read_parquet(pairs_path)
+    scores, prov = _scored(metric, pairs, provenance.read_pairs_identity(pairs_path), settings, required, shard)
     log.info("%s: %d samples scored from %s%s", metric, len(scores), pairs_path,
              "" if shard is None else f" (shard {shard[0]} of {shard[1]})")
     io.write_parquet(scores, out, prov)
+
+
+def score_batch(*, pairs_path, settings: dict, outs: dict):
+    """Several metrics on one pairs file, read once: ``settings`` and ``outs`` map metric -> its settings
+    and its SCORES path. Every file is written only after every metric has scored, so a failed job
+    leaves none of them."""
+    import time
+
+    pairs = io.read_parquet(pairs_path)
+    identity = provenance.read_pairs_identity(pairs_path)
+    results = {}
+    for metric in outs:
+        start = time.process_time()
+        results[metric] = _scored(metric, pairs, identity, settings.get(metric, {}), {})
+        log.info("%s: %d samples scored from %s (%.2f s CPU)", metric, len(pairs), pairs_path,
+                 time.process_time() - start)
+    for metric, out in outs.items():
+        scores, prov = results[metric]
+        io.write_parquet(scores, out, prov)
 
 
 def merge_shards(*, pairs_path, shard_paths, out):
@@ -111,9 +137,13 @@ def _merge_scores(score_paths: list) -> "object":
     return merged
 
 
-def bootstrap(*, dataset, split, score_paths: dict, metric_names, n_boot, seed, level, config_hash,
-              out_replicates, out_summary, out_comparisons, out_comparisons_csv):
-    """``score_paths`` maps model -> list of per-metric score files."""
+def bootstrap(*, dataset, split, score_paths: dict, pairs_paths: dict, drops_paths: dict, metric_names, n_boot,
+              seed, level, out_replicates, out_summary, out_comparisons, out_comparisons_csv, out_model_files):
+    """Statistics of one dataset × split; ``score_paths``, ``pairs_paths`` and ``drops_paths`` map model -> its
+    per-metric score files, its pairs file and its drop file. Also writes every model's RadHarmony-style files
+    under ``out_model_files``/<model>/."""
+    from pathlib import Path
+
     from radrank.stats import bootstrap as run_bootstrap
 
     leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
@@ -121,7 +151,7 @@ def bootstrap(*, dataset, split, score_paths: dict, metric_names, n_boot, seed, 
     result = run_bootstrap(scores, leaves, n_boot=n_boot, seed=seed, level=level)
     prov = provenance.record(
         "statistics", dataset=dataset, split=split, models=sorted(scores), metrics=list(metric_names),
-        n_bootstrap=n_boot, seed=seed, level=level, n_cases=len(result.cases), config_hash=config_hash,
+        n_bootstrap=n_boot, seed=seed, level=level, n_cases=len(result.cases),
         score_provenance={m: [io.read_provenance(p).get("metric") for p in paths] for m, paths in score_paths.items()},
         method="exact paired bootstrap over case ids from per-sample sufficient statistics (radrank.stats.bootstrap)",
     )
@@ -130,6 +160,7 @@ def bootstrap(*, dataset, split, score_paths: dict, metric_names, n_boot, seed, 
     io.write_csv(result.comparisons, out_comparisons_csv)
     io.write_parquet(result.summary, out_summary, prov)
     io.write_parquet(result.replicates, out_replicates, prov)
+    write_model_summaries(result.replicates, result.summary, pairs_paths, drops_paths, Path(out_model_files))
 
 
 def results_table(replicates, label: str = "report"):
@@ -145,26 +176,28 @@ def results_table(replicates, label: str = "report"):
 
 
 def write_model_files(*, results, summary, generations, drops, out_results, out_summary, out_generations, out_drops):
-    """Write one model's RadHarmony-style files (the workflow's model_summary and the Python API share this)."""
+    """Write one model's RadHarmony-style files (the workflow's bootstrap job and the Python API share this)."""
     io.write_csv(drops, out_drops)
     io.write_csv(generations, out_generations)
     io.write_csv(summary, out_summary)
     io.write_csv(results, out_results)
 
 
-def model_summary(*, model, replicates_path, summary_path, pairs_path, drops_path,
-                  out_results, out_summary, out_generations, out_drops):
-    """RadHarmony-style files for one model: results, results_summary, generations, drops."""
+def write_model_summaries(replicates, summary, pairs_paths: dict, drops_paths: dict, out_dir):
+    """RadHarmony-style files of every model (results, results_summary, generations, drops) under
+    ``out_dir``/<model>/, from the bootstrap's replicates and summary."""
     import pandas as pd
 
-    reps = pd.read_parquet(replicates_path)
-    results = results_table(reps[reps["model"] == model])
-    summary = pd.read_parquet(summary_path)
-    summary = summary[summary["model"] == model].drop(columns=["model"])
-    pairs = pd.read_parquet(pairs_path)
-    write_model_files(results=results, summary=summary, generations=pairs[["sample_id", "reference", "hypothesis"]],
-                      drops=pd.read_csv(drops_path, dtype=str, keep_default_na=False), out_results=out_results,
-                      out_summary=out_summary, out_generations=out_generations, out_drops=out_drops)
+    reps_by_model = dict(tuple(replicates.groupby("model", sort=False)))
+    summary_by_model = dict(tuple(summary.groupby("model", sort=False)))
+    for model, pairs_path in pairs_paths.items():
+        folder = out_dir / model
+        pairs = pd.read_parquet(pairs_path, columns=["sample_id", "reference", "hypothesis"])
+        write_model_files(results=results_table(reps_by_model[model]),
+                          summary=summary_by_model[model].drop(columns=["model"]), generations=pairs,
+                          drops=pd.read_csv(drops_paths[model], dtype=str, keep_default_na=False),
+                          out_results=folder / "results.csv", out_summary=folder / "results_summary.csv",
+                          out_generations=folder / "generations.csv", out_drops=folder / "drops.csv")
 
 
 def leaderboard(*, dataset, split, summary_path, replicates_path, comparisons_path, drops_paths: dict, models_sheet,
@@ -190,7 +223,6 @@ def leaderboard(*, dataset, split, summary_path, replicates_path, comparisons_pa
              len(table), first["Ranked by"], first["Model Name"], first["P(rank=1)"], first["Rank CI"])
     prov = provenance.record("ranks", dataset=dataset, split=split, metric=rank_leaf, level=level,
                              n_bootstrap=int(rank_summary["n_bootstrap"].iloc[0]) if len(rank_summary) else 0,
-                             config_hash=io.read_provenance(summary_path).get("config_hash"),
                              method="competition ranks of the models on every shared bootstrap resample "
                                     "(radrank.stats.ranks)")
     io.write_parquet(distribution, out_ranks, prov)
@@ -198,7 +230,7 @@ def leaderboard(*, dataset, split, summary_path, replicates_path, comparisons_pa
 
 
 def report(*, layout: list, bootstrap: dict, empty_hypothesis: str, cases: int, out_markdown, out_html,
-           out_figures, metaeval_paths: dict | None = None):
+           out_figures, metaeval_paths: dict | None = None, config_hash: str | None = None):
     """The report page, its Markdown summary and its figures as SVG files (the same SVG the page inlines).
 
     ``layout``: per dataset × split the files it reads (rules/common.smk, ``report_layout``);
@@ -220,7 +252,7 @@ def report(*, layout: list, bootstrap: dict, empty_hypothesis: str, cases: int, 
     metaeval = {name: pd.read_csv(path) for name, path in (metaeval_paths or {}).items()}
     markdown, html, figures = render_report(groups, bootstrap=bootstrap, empty_hypothesis=empty_hypothesis,
                                             cases=cases, metaeval=metaeval or None,
-                                            link_base=os.path.dirname(str(out_html)))
+                                            link_base=os.path.dirname(str(out_html)), config_hash=config_hash)
     os.makedirs(out_figures, exist_ok=True)  # a directory output, complete once the page is written
     for name, svg in sorted(figures.items()):
         io.write_text(svg, os.path.join(str(out_figures), name))
@@ -286,7 +318,7 @@ def metaeval_pairs(*, set_name, reader, files: dict, options: dict, out_pairs, o
 
 
 def metaeval_agreement(*, set_name, items_path, score_paths: list, metric_names, n_boot, seed, level, tie_tolerance,
-                       config_hash, out_scores, out_agreement, out_comparisons):
+                       out_scores, out_agreement, out_comparisons):
     """Per-item scores, agreement per metric leaf with its interval, and paired metric comparisons."""
     from radrank.metaeval import agreement
     from radrank.metaeval.items import from_meta
@@ -306,7 +338,7 @@ def metaeval_agreement(*, set_name, items_path, score_paths: list, metric_names,
         log.info("%s: %s %s", set_name, ", ".join(item_set.fitted_metrics), item_set.fitted_note)
     out_prov = provenance.record(
         "metaeval", set=set_name, metrics=list(metric_names), n_bootstrap=n_boot, seed=seed, level=level,
-        tie_tolerance=tie_tolerance, config_hash=config_hash, items=prov.get("sources"),
+        tie_tolerance=tie_tolerance, items=prov.get("sources"),
         score_provenance=[io.read_provenance(p).get("metric") for p in score_paths],
         method="radrank.metaeval.agreement: bootstrap over cases with radrank.stats.bootstrap's draws")
     headline = table[table["headline"]]

@@ -249,18 +249,72 @@ class Plan:
     def shards(self, metric: str) -> int:
         return int(self.config.get("shards", {}).get(metric, 1))
 
+    def scored_splits(self) -> list[str]:
+        """Every split that pairs are scored on: the submissions' splits, plus the meta-evaluation
+        sets' split when config ``metaeval`` names any set (those pairs go through the same rules)."""
+        from radrank import metaeval
+
+        splits = {s for _, s, _ in self.entries()}
+        if metaeval.sets_from_config(self.config):
+            splits.add(metaeval.SPLIT)
+        return sorted(splits)
+
     def _used_metrics(self) -> list[str]:
-        used = {s for _, s, _ in self.entries()}
+        used = self.scored_splits()
         return [m for m in self.all_metric_names()
                 if any(m in self.metrics_for_split(split) for split in used)]
 
-    def metrics_for_env(self, env: str, sharded: bool | None = None) -> list[str]:
-        """Metrics of ``env``; ``sharded`` selects those scored in one job (False) or several (True)."""
-        return [m for m in self._used_metrics() if self.metric_env(m) == env
-                and (sharded is None or (self.shards(m) > 1) == sharded)]
+    # --- per-metric facts: every rule and input function asks these, never the registry directly,
+    # so that a metric's settings (e.g. a served model instead of a local one) can change them.
+    def env_of(self, metric: str) -> str:
+        """The environment family a metric is scored in (the vllm family for ``backend: vllm``)."""
+        return metrics.env_for(metric, self.settings_of(metric))
 
-    def metric_env(self, metric: str) -> str:
-        return metrics.env_for(metric, self.config.get("metric_settings", {}).get(metric))
+    def gpus_of(self, metric: str) -> int:
+        """GPUs one scoring job of ``metric`` asks for (``tensor_parallel_size`` for ``backend: vllm``)."""
+        return metrics.gpus_for(metric, self.settings_of(metric))
+
+    def resources_of(self, metric: str):
+        """The metric's declared :class:`~radrank.metrics.base.Resources` (memory, runtime, threads)."""
+        return metrics.get(metric).resources
+
+    def settings_of(self, metric: str) -> dict:
+        """The metric's settings from config ``metric_settings`` (defaults not filled in)."""
+        return dict(self.config.get("metric_settings", {}).get(metric, {}))
+
+    def identity_of(self, metric: str) -> dict:
+        """What a metric's scores depend on besides its inputs: its version and its settings with defaults
+        (which name its model). The scoring rules' params, so that only a change here re-scores."""
+        spec = metrics.get(metric)
+        return {"version": spec.version, "model": spec.model, "settings": {**spec.settings, **self.settings_of(metric)}}
+
+    def batched(self, metric: str) -> bool:
+        """Scored together with the other cheap metrics of a (dataset, split, model) in one job: a CPU metric
+        without model, without required scores and without shards, whose job would be mostly start-up."""
+        spec = metrics.get(metric)
+        return (self.gpus_of(metric) == 0 and spec.model is None and "model" not in spec.settings
+                and not spec.requires and self.shards(metric) == 1)
+
+    def batches(self, env: str) -> list[tuple[str, tuple, tuple]]:
+        """(rule suffix, splits, metrics) of each batched scoring rule of ``env``: the splits scored with
+        the same batched metrics share a rule, suffixed "_vqa" when it serves only the vqa split."""
+        by_metrics: dict = {}
+        for split in self.scored_splits():
+            batch = tuple(self.batched_metrics(split, env))
+            if batch:
+                by_metrics.setdefault(batch, []).append(split)
+        out = [("_vqa" if splits == ["vqa"] else "", tuple(splits), batch) for batch, splits in by_metrics.items()]
+        if len({suffix for suffix, _, _ in out}) < len(out):  # more kinds of split than today: name them all
+            out = [("_" + "_".join(splits), splits, batch) for _, splits, batch in out]  # splits: a tuple here
+        return out
+
+    def batched_metrics(self, split: str, env: str | None = None) -> list[str]:
+        """The metrics of ``split`` (of ``env``, if given) scored in its batch job."""
+        return [m for m in self.metrics_for_split(split) if self.batched(m) and env in (None, self.env_of(m))]
+
+    def metrics_one_by_one(self) -> list[str]:
+        """The used metrics that are not batched: each scored in its own jobs (one rule per metric)."""
+        return [m for m in self._used_metrics() if not self.batched(m)]
 
     def envs(self) -> list[str]:
-        return sorted({self.metric_env(m) for m in self._used_metrics()})
+        return sorted({self.env_of(m) for m in self._used_metrics()})

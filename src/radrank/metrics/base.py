@@ -103,6 +103,24 @@ def distinct_texts(references, hypotheses):
     return list(index), codes[: len(refs)], codes[len(refs):]
 
 
+PAIR_CHUNK = 10_000  # pairs a lexical metric scores at a time: ~0.2 GB of work memory (benchmarks/memory.py)
+
+
+def in_pair_chunks(fn, references, hypotheses, size: int | None = None) -> np.ndarray:
+    """``fn(references, hypotheses)`` over consecutive chunks of ``size`` pairs, results stacked in order.
+
+    A lexical value depends on its own pair only, so this equals one call on all pairs, while the
+    tokens, n-gram tables and match arrays held at a time stay bounded by the chunk (100k pairs in
+    one call peak at 2.3 GB).
+    """
+    refs, hyps = list(references), list(hypotheses)
+    if len(refs) != len(hyps):
+        raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
+    size = size or PAIR_CHUNK
+    parts = [np.asarray(fn(refs[i: i + size], hyps[i: i + size])) for i in range(0, len(refs), size)]
+    return np.concatenate(parts) if parts else np.asarray(fn([], []))
+
+
 def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, s + c)`` for each (s, c); empty ranges allowed."""
     total = int(counts.sum())

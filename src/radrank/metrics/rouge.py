@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from radrank.metrics.base import MetricSpec, Resources, clipped_ngram_matches, distinct_texts, mean_leaf
+from radrank.metrics.base import MetricSpec, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks, mean_leaf
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -24,18 +24,56 @@ SPEC = MetricSpec(
     env="core",
     columns=ROUGE_TYPES,
     leaves=(mean_leaf("rouge1", "ROUGE-1"), mean_leaf("rouge2", "ROUGE-2"), mean_leaf("rougeL", "ROUGE-L")),
+    # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
+    # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
     resources=Resources(mem_mb=1000, runtime_min=20),
     packages=("rouge-score", "nltk"),
 )
+# Imports are inside the functions: rouge-score's scorer module imports nltk whole (~2 s); the metric
+# needs only rouge_score.tokenize and nltk's Porter stemmer (:func:`porter_module`).
+
+
+_NLTK_PORTER = ("nltk", "nltk.stem", "nltk.redos", "nltk.termsec", "nltk.stem.api", "nltk.stem.porter")
+
+
+def porter_module():
+    """nltk's ``nltk.stem.porter`` module, imported without running nltk's package ``__init__``.
+
+    ``import nltk`` imports most of nltk and scipy.stats: about 2 s of CPU, ten times a ROUGE job's own
+    work on 500 pairs. The Porter stemmer needs none of it (porter.py imports only nltk.redos,
+    nltk.termsec and nltk.stem.api), so its source file is loaded under bare ``nltk`` and ``nltk.stem``
+    packages, which are taken out of ``sys.modules`` again at once: a later ``import nltk`` anywhere
+    gets the real package. Same file, same stems (tests/test_lexical.py compares with nltk's own).
+    """
+    import importlib
+    import importlib.util
+    import sys
+    import types
+
+    if "nltk.stem.porter" in sys.modules:  # nltk already imported: use it
+        return sys.modules["nltk.stem.porter"]
+    spec = importlib.util.find_spec("nltk")  # locates the package without executing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("nltk is not installed (needed for ROUGE's Porter stemming)")
+    root = spec.submodule_search_locations[0]
+    saved = {name: sys.modules.pop(name) for name in _NLTK_PORTER if name in sys.modules}
+    try:
+        for name, path in (("nltk", root), ("nltk.stem", f"{root}/stem")):
+            package = types.ModuleType(name)
+            package.__path__ = [path]
+            sys.modules[name] = package
+        return importlib.import_module("nltk.stem.porter")
+    finally:
+        for name in _NLTK_PORTER:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
 
 
 class CachedStemmer:
     """nltk's PorterStemmer with a memo per word (same output, stemmed once)."""
 
     def __init__(self):
-        from nltk.stem import porter
-
-        self._stem = porter.PorterStemmer().stem
+        self._stem = porter_module().PorterStemmer().stem
         self._memo: dict[str, str] = {}
 
     def stem(self, word: str) -> str:
@@ -124,7 +162,7 @@ def tokenizer():
     return lambda text: tokenize.tokenize(text, stemmer)
 
 
-def score_texts(references, hypotheses) -> np.ndarray:
+def score_texts(references, hypotheses, tokenize=None) -> np.ndarray:
     """(n, 3) array of ROUGE-1, ROUGE-2 and ROUGE-L F-measures of each (reference, hypothesis) pair.
 
     Each distinct text is tokenised once; ROUGE-1/2 overlaps of all pairs come
@@ -133,7 +171,7 @@ def score_texts(references, hypotheses) -> np.ndarray:
     is computed once, reusing the bit masks of the longer text.
     """
     texts, ref_index, hyp_index = distinct_texts(references, hypotheses)
-    tokenize = tokenizer()
+    tokenize = tokenize or tokenizer()
     docs = [tokenize(t) for t in texts]
     lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
     ref_len, hyp_len = lengths[ref_index], lengths[hyp_index]
@@ -171,7 +209,9 @@ def score_texts(references, hypotheses) -> np.ndarray:
 def score(pairs, settings, inputs):
     import pandas as pd
 
-    values = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+    tokenize = tokenizer()  # one stemmer memo for every chunk
+    values = in_pair_chunks(lambda refs, hyps: score_texts(refs, hyps, tokenize), pairs["reference"].tolist(),
+                            pairs["hypothesis"].tolist())
     out = pd.DataFrame(values, columns=list(ROUGE_TYPES), dtype="float64")
     out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
     return out

@@ -38,7 +38,8 @@ def _toc(parts) -> str:
 
 
 def render_report(groups: list, *, bootstrap: dict, empty_hypothesis: str, cases: int = 5,
-                  metaeval: dict | None = None, link_base: str | None = None):
+                  metaeval: dict | None = None, link_base: str | None = None,
+                  config_hash: str | None = None):
     """(markdown, html, figures) for the loaded ``groups`` (:func:`load_group`, in page order).
 
     ``bootstrap``: the config's ``n``, ``seed`` and ``level``. ``figures`` maps a relative file name
@@ -67,7 +68,7 @@ def render_report(groups: list, *, bootstrap: dict, empty_hypothesis: str, cases
     parts = [sections.group_part(g, level=level, n_cases=cases, link_base=link_base) for g in groups]
     if metaeval:
         parts.append(sections.metaeval_part(metaeval, {g.rank_leaf for g in groups}))
-    parts.append(sections.provenance_part(groups))
+    parts.append(sections.provenance_part(groups, config_hash))
 
     intro = (f"Every number is computed from the per-sample scores in results/scores. Intervals come from an "
              f"exact paired bootstrap over cases ({bootstrap['n']} resamples shared by every model and metric, "

@@ -535,13 +535,14 @@ def _compact(value) -> str:
     return json.dumps(value, sort_keys=True, default=str, separators=(", ", ": "))
 
 
-def provenance_part(groups: list) -> Part:
+def provenance_part(groups: list, config_hash: str | None = None) -> Part:
+    """``config_hash``: the hash of the whole run config (radrank.provenance.stable_hash), shown per group."""
     part = Part()
     part.toc.append(("provenance", "Provenance", []))
     stats_rows, metric_rows, source_rows = [], {}, []
     for g in groups:
         s = g.provenance.get("statistics", {})
-        stats_rows.append([g.key, s.get("radrank", ""), s.get("config_hash", ""), s.get("n_bootstrap", ""),
+        stats_rows.append([g.key, s.get("radrank", ""), config_hash or "", s.get("n_bootstrap", ""),
                            s.get("seed", ""), s.get("level", ""), s.get("n_cases", ""), s.get("method", "")])
         for (model, metric), p in sorted(g.provenance.get("scores", {}).items()):
             env = p.get("environment") or {}

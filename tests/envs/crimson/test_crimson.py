@@ -361,7 +361,7 @@ def test_openai_backend_fake_server(tmp_path, monkeypatch, caplog, capsys):
         settings = {"backend": "openai", "api_model": "judge-test", "base_url": server.base_url,
                     "api_key_env": KEY_ENV, "concurrency": 3, "max_retries": 0, "request_timeout": 20}
         jobs.score(metric="crimson", pairs_path=_write_pairs(tmp_path, pairs), required={}, settings=settings,
-                   out=out_path, config_hash="test")
+                   out=out_path)
         out = metrics.score("crimson", pairs, settings)
     written = pd.read_parquet(out_path)
     assert written["crimson"].iloc[:5].tolist() == [c[3] for c in VECTORS]

@@ -186,8 +186,7 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
     monkeypatch.setattr(engine.OpenAIGenerator, "__init__",
                         _fast_backoff(engine.OpenAIGenerator.__init__))
     out = tmp_path / "scores.parquet"
-    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out,
-               config_hash="h")
+    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
     scores = io.read_parquet(out).set_index("sample_id")
     assert scores.loc["s0", "mrscore_rubric"] == 95.0  # grammar flagged by the fake judge
     assert scores.loc["s1", "mrscore_rubric"] == 100.0  # after one HTTP 503 (retried)
@@ -202,8 +201,7 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
             assert SECRET.encode() not in f.read_bytes(), f
     assert SECRET not in json.dumps(prov)
     n_requests = len(_FakeAPI.calls)
-    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out,
-               config_hash="h")
+    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
     assert len(_FakeAPI.calls) == n_requests  # the rerun is answered from the cache
     for h in added:
         h.flush()

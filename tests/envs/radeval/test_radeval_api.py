@@ -114,7 +114,7 @@ def test_mammo_green_fake_server(env_key, tmp_path, caplog, capsys):
         out = metrics.score("mammo_green", pairs, settings)
         n_requests = len(server.requests)
         jobs.score(metric="mammo_green", pairs_path=_write_pairs(tmp_path, pairs), required={}, settings=settings,
-                   out=out_path, config_hash="test")
+                   out=out_path)
     for i in range(4):
         c = mammo_counts(MAMMO_REFS[i], MAMMO_HYPS[i])
         errors = sum(c["significant_errors"].values())
@@ -234,7 +234,7 @@ def test_radfact_ct_fake_server(env_key, prompts_dir, tmp_path, caplog, capsys, 
                     "filter_negatives": filter_negatives, "max_retries": 0}
         out = metrics.score("radfact_ct", pairs, settings)
         jobs.score(metric="radfact_ct", pairs_path=_write_pairs(tmp_path, pairs), required={}, settings=settings,
-                   out=out_path, config_hash="test")
+                   out=out_path)
     for i in (0, 1, 4):
         p, r = radfact_expected(RADFACT_REFS[i], RADFACT_HYPS[i], filter_negatives)
         assert out["radfact_ct_precision"].iloc[i] == pytest.approx(p)

@@ -1,0 +1,169 @@
+"""Peak memory (RSS) of the two jobs whose memory grows with the input: lexical scoring and the bootstrap.
+
+Each measurement runs the job's own function (radrank.jobs.score_batch, radrank.jobs.bootstrap) on
+synthetic files in a fresh subprocess and reads that process's peak RSS (getrusage ru_maxrss); the
+same process's RSS just before the job (imports done, nothing read) is printed as the reference.
+
+* Lexical: BLEU-2, BLEU-4 and ROUGE of N distinct pairs in one batch job (default 100,000), scored
+  in chunks of radrank.metrics.base.PAIR_CHUNK pairs — and, as the reference in the same run, in
+  one chunk (what the metrics did before chunking). Goal: <= 1 GB, within the metrics' mem_mb.
+* Bootstrap: M models x C cases (default 2,347, ReXrank's MIMIC-CXR findings), lexical panel
+  (5 leaves), 1,000 resamples, a third of the models missing different cases (so most pairs are
+  compared on their own common cases); M = 25, 50, 100. Memory must grow linearly with M and stay
+  under what the bootstrap rule declares (radrank.stats.bootstrap.memory_mb).
+
+    python benchmarks/memory.py [--pairs 100000] [--cases 2347] [--models 25 50 100] [--skip-lexical]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+LEXICAL = ("bleu2", "bleu4", "rouge")
+LEAVES = 5  # bleu2, bleu4, rouge1, rouge2, rougeL
+
+CHILD = r'''
+import json, resource, sys
+args = json.loads(sys.argv[1])
+from radrank import jobs, metrics
+import pandas as pd  # noqa: F401  (the job's imports, before the reference RSS)
+for name in args.get("metrics", []):
+    metrics.get(name)
+if args.get("chunk"):
+    from radrank.metrics import base
+    base.PAIR_CHUNK = args["chunk"]
+with open("/proc/self/status") as f:
+    before = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+if args["job"] == "score_batch":
+    outs = {m: f"{args['out']}/{m}.parquet" for m in args["metrics"]}
+    jobs.score_batch(pairs_path=args["pairs"], settings={}, outs=outs)
+else:
+    jobs.bootstrap(**args["kwargs"])
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"before_mb": before, "peak_mb": peak}))
+'''
+
+
+def measure(args: dict) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.exit(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def lexical(tmp: Path, n_pairs: int):
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(SRC))
+    from _synthetic import pairs_table
+
+    from radrank import io, metrics, provenance
+    from radrank.metrics.base import PAIR_CHUNK
+
+    pairs = pairs_table(n_pairs, n_models=1, seed=0)[["sample_id", "reference", "hypothesis"]]
+    path = tmp / "pairs.parquet"
+    io.write_parquet(pairs, path, provenance.record("pairs", dataset="synthetic", split="findings", model="m",
+                                                    n_pairs=len(pairs)))
+    declared = max(metrics.get(m).resources.mem_mb for m in LEXICAL)
+    print(f"lexical batch job (bleu2, bleu4, rouge), {n_pairs:,} pairs "
+          f"({pairs['reference'].nunique():,} distinct references, {pairs['hypothesis'].nunique():,} hypotheses)")
+    for label, chunk in ((f"in chunks of {PAIR_CHUNK:,} pairs", None), ("in one chunk (reference)", n_pairs + 1)):
+        out = tmp / f"scores{chunk or 0}"
+        out.mkdir()
+        got = measure({"job": "score_batch", "pairs": str(path), "metrics": list(LEXICAL), "out": str(out),
+                       "chunk": chunk})
+        print(f"  {label:<32} peak {got['peak_mb']:6.0f} MB  (before the job {got['before_mb']:.0f} MB; "
+              f"declared mem_mb {declared})")
+
+
+def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
+    """Score, pairs and drop files of ``n_models`` models, as the bootstrap job reads them."""
+    import numpy as np
+    import pandas as pd
+
+    from radrank import io
+    from radrank.metrics import bleu4
+
+    rng = np.random.default_rng(n_models)
+    score_paths, pairs_paths, drops_paths = {}, {}, {}
+    for m in range(n_models):
+        keep = np.ones(n_cases, dtype=bool)
+        if m % 3 == 1:
+            keep[m % 7:: 37] = False  # each such model misses its own cases
+        ids = [f"case{i:05d}" for i in np.flatnonzero(keep)]
+        k = len(ids)
+        folder = tmp / f"m{m:03d}"
+        folder.mkdir()
+        frames = {
+            "bleu2": pd.DataFrame({"sample_id": ids, "bleu2": rng.random(k)}),
+            "bleu4": pd.DataFrame({"sample_id": ids, "bleu4_sentence": rng.random(k),
+                                   **{c: rng.integers(0, 40, k) for c in bleu4.STATS}}),
+            "rouge": pd.DataFrame({"sample_id": ids, **{c: rng.random(k) for c in ("rouge1", "rouge2", "rougeL")}}),
+        }
+        score_paths[f"m{m:03d}"] = []
+        for name, frame in frames.items():
+            io.write_parquet(frame, folder / f"{name}.parquet", {"metric": name})
+            score_paths[f"m{m:03d}"].append(str(folder / f"{name}.parquet"))
+        text = "Findings: the lungs are clear. No pleural effusion or pneumothorax."
+        pairs = pd.DataFrame({"sample_id": ids, "reference": text, "hypothesis": text})
+        io.write_parquet(pairs, folder / "pairs.parquet")
+        pairs_paths[f"m{m:03d}"] = str(folder / "pairs.parquet")
+        io.write_csv(pd.DataFrame({"sample_id": [], "reason": [], "action": []}), folder / "drops.csv")
+        drops_paths[f"m{m:03d}"] = str(folder / "drops.csv")
+    return {"score_paths": score_paths, "pairs_paths": pairs_paths, "drops_paths": drops_paths}
+
+
+def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
+    sys.path.insert(0, str(SRC))
+    from radrank.stats.bootstrap import memory_mb
+
+    print(f"bootstrap job, {n_cases:,} cases, {LEAVES} leaves, {n_boot} resamples, a third of the models "
+          f"missing different cases")
+    rows = []
+    for n_models in models:
+        folder = tmp / f"boot{n_models}"
+        folder.mkdir()
+        files = bootstrap_files(folder, n_models, n_cases)
+        kwargs = {**files, "dataset": "synthetic", "split": "findings", "metric_names": list(LEXICAL),
+                  "n_boot": n_boot, "seed": 0, "level": 0.95, "out_replicates": str(folder / "replicates.parquet"),
+                  "out_summary": str(folder / "summary.parquet"),
+                  "out_comparisons": str(folder / "comparisons.parquet"),
+                  "out_comparisons_csv": str(folder / "comparisons.csv"), "out_model_files": str(folder / "summary")}
+        got = measure({"job": "bootstrap", "kwargs": kwargs, "metrics": list(LEXICAL)})
+        declared = memory_mb(n_models, LEAVES, n_boot)
+        rows.append((n_models, got["peak_mb"] - got["before_mb"]))
+        print(f"  {n_models:4d} models: peak {got['peak_mb']:6.0f} MB (before the job {got['before_mb']:.0f} MB), "
+              f"declared mem_mb {declared} ({got['peak_mb'] / declared:.0%} of it)")
+    if len(rows) > 1:
+        (m0, r0), (m1, r1) = rows[0], rows[-1]
+        print(f"  growth: {(r1 - r0) / (m1 - m0):.1f} MB per model ({(r1 - r0) / (m1 - m0) / LEAVES:.2f} MB per "
+              f"model x leaf) between {m0} and {m1} models; x{m1 / m0:.0f} models -> x{r1 / max(r0, 1):.1f} job memory")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=100_000)
+    ap.add_argument("--cases", type=int, default=2347)
+    ap.add_argument("--models", type=int, nargs="+", default=[25, 50, 100])
+    ap.add_argument("--n-boot", type=int, default=1000)
+    ap.add_argument("--skip-lexical", action="store_true")
+    ap.add_argument("--skip-bootstrap", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        if not args.skip_lexical:
+            (Path(tmp) / "lexical").mkdir()
+            lexical(Path(tmp) / "lexical", args.pairs)
+        if not args.skip_bootstrap:
+            bootstrap(Path(tmp), args.models, args.cases, args.n_boot)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
+from radrank import jobs  # noqa: E402
+
+sm = snakemake  # noqa: F821
+identities = sm.params.identities  # metric -> version, model, settings; outputs are named by metric
+jobs.run_rule(sm, jobs.score_batch, pairs_path=sm.input.pairs,
+              settings={metric: identity["settings"] for metric, identity in identities.items()},
+              outs={metric: sm.output[metric] for metric in identities})
