@@ -40,31 +40,12 @@ from itertools import combinations
 
 import numpy as np
 
-from radrank.stats.bootstrap import resample_counts, resample_indices
+from radrank.stats.bootstrap import bootstrap_p_value, percentile_interval, resample_counts, resample_indices
 
 AGREEMENT_COLUMNS = ("set", "metric", "label", "measure", "group", "estimate", "ci_lower", "ci_upper", "n",
                      "n_ties", "human_ceiling", "headline")
 COMPARISON_COLUMNS = ("set", "measure", "group", "metric_a", "label_a", "metric_b", "label_b", "delta",
                       "ci_lower", "ci_upper", "p_value", "n_a", "n_b", "n_bootstrap", "level", "seed")
-
-
-# --- interval helpers (the percentile rule and p-value of radrank.stats.bootstrap) -----------------------
-
-
-def _interval(values: np.ndarray, level: float):
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return np.nan, np.nan
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(finite, [alpha, 1 - alpha])
-    return float(lo), float(hi)
-
-
-def _p_value(deltas: np.ndarray) -> float:
-    finite = deltas[np.isfinite(deltas)]
-    if finite.size == 0:
-        return np.nan
-    return float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
 
 
 def tau_b(x, y) -> float:
@@ -117,7 +98,7 @@ class _Resampler:
 
 
 def _row(set_name, leaf_name, label, measure, group, point, reps, n, n_ties, ceiling, headline, level):
-    lo, hi = _interval(reps, level) if reps is not None and len(reps) else (np.nan, np.nan)
+    lo, hi = percentile_interval(reps, level) if reps is not None and len(reps) else (np.nan, np.nan)
     return {"set": set_name, "metric": leaf_name, "label": label, "measure": measure, "group": group,
             "estimate": point, "ci_lower": lo, "ci_upper": hi, "n": int(n), "n_ties": n_ties,
             "human_ceiling": ceiling, "headline": headline}
@@ -295,10 +276,10 @@ def evaluate(item_set, scores, leaves, *, n_boot: int = 1000, seed: int = 0, lev
             point_a, reps_a, n_a = reps[a, measure, group]
             point_b, reps_b, n_b = reps[b, measure, group]
             deltas = reps_a - reps_b
-            lo, hi = _interval(deltas, level) if n_boot else (np.nan, np.nan)
+            lo, hi = percentile_interval(deltas, level) if n_boot else (np.nan, np.nan)
             comparisons.append({"set": item_set.name, "measure": measure, "group": group, "metric_a": a,
                                 "label_a": labels[a], "metric_b": b, "label_b": labels[b],
                                 "delta": point_a - point_b, "ci_lower": lo, "ci_upper": hi,
-                                "p_value": _p_value(deltas) if n_boot else np.nan, "n_a": n_a, "n_b": n_b,
+                                "p_value": bootstrap_p_value(deltas) if n_boot else np.nan, "n_a": n_a, "n_b": n_b,
                                 "n_bootstrap": n_boot, "level": level, "seed": seed})
     return per_item, agreement, pd.DataFrame(comparisons, columns=list(COMPARISON_COLUMNS))

@@ -87,7 +87,8 @@ def _stats_matrix(scores, leaf, case_pos: np.ndarray, n_cases: int) -> np.ndarra
     return full
 
 
-def _interval(values: np.ndarray, level: float):
+def percentile_interval(values: np.ndarray, level: float):
+    """The percentile interval of the finite replicates at ``level``; (NaN, NaN) when none is finite."""
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return np.nan, np.nan
@@ -96,7 +97,8 @@ def _interval(values: np.ndarray, level: float):
     return float(lo), float(hi)
 
 
-def _p_value(deltas: np.ndarray) -> float:
+def bootstrap_p_value(deltas: np.ndarray) -> float:
+    """Two-sided bootstrap p-value of a difference, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)), capped at 1."""
     finite = deltas[np.isfinite(deltas)]
     if finite.size == 0:
         return np.nan
@@ -128,9 +130,9 @@ def _replicate_values(model_stats: dict, leaves, offsets, counts: np.ndarray, n_
 
 
 def _comparison(delta_point, deltas: np.ndarray, n_boot: int, level: float) -> dict:
-    lo, hi = _interval(deltas, level) if n_boot else (np.nan, np.nan)
+    lo, hi = percentile_interval(deltas, level) if n_boot else (np.nan, np.nan)
     return {"delta": float(delta_point), "ci_lower": lo, "ci_upper": hi,
-            "p_value": _p_value(deltas) if n_boot else np.nan}
+            "p_value": bootstrap_p_value(deltas) if n_boot else np.nan}
 
 
 def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
@@ -186,7 +188,7 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     summary_rows = []
     for (m, name) in keys:
         est = float(point[m, name])
-        lo, hi = _interval(reps[m, name], level) if n_boot else (np.nan, np.nan)
+        lo, hi = percentile_interval(reps[m, name], level) if n_boot else (np.nan, np.nan)
         finite = reps[m, name][np.isfinite(reps[m, name])]
         summary_rows.append({
             "model": m, "metric": name, "label": leaf_by_name[name].label,
