@@ -14,6 +14,7 @@ pytestmark = pytest.mark.workflow
 
 FIGURES_PER_GROUP = 5  # ranks, forest, comparisons, agreement, distributions
 GROUPS = 3  # the example: demo_clinic/findings, demo_cxr/findings, demo_cxr/reports
+METAEVAL_FIGURES = 2  # the bundled meta-evaluation sets (RadPref, RadJudge): one agreement plot each
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def test_example_report_renders_offline_with_every_figure(example, tmp_path):
     result = render(example / "results/report/report.html", tmp_path / "chromium")
     assert result["requests"] == []
     dom = result["dom"]
-    assert dom.count("<svg ") == GROUPS * FIGURES_PER_GROUP
+    assert dom.count("<svg ") == GROUPS * FIGURES_PER_GROUP + METAEVAL_FIGURES
     assert "Careful-CXR (fictional)" in dom and "Rank uncertainty" in dom
     image = Image.open(result["screenshot"]).convert("L")
     assert image.size == (1400, 900)

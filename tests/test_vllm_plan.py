@@ -40,7 +40,8 @@ def test_plan_lists_the_vllm_env(tmp_path):
               "metric_settings": {"green": {"backend": "vllm", "tensor_parallel_size": 2}}}
     plan = Plan.from_config(config, base_dir=tmp_path)
     assert plan.envs() == ["core", "vllm"]
-    assert plan.metrics_for_env("vllm") == ["green"] and plan.metrics_for_env("judge") == []
+    assert plan.env_of("green") == "vllm" and plan.gpus_of("green") == 2 and plan.env_of("bleu2") == "core"
+    assert plan.metrics_one_by_one() == ["green"]  # its own rule, score_green, in the vllm env
 
 
 def test_lock_directives():

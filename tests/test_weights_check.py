@@ -80,6 +80,28 @@ def test_a_cached_or_local_model_passes_and_a_missing_one_names_model_and_config
     assert "metric_settings.semb.tokenizer" in problems[2]
 
 
+def test_local_radgraph_models_in_every_layout_the_metric_loads(hub, tmp_path):
+    """An unpacked model folder, a folder holding <model_type>/ or <model_type>.tar.gz, or the archive itself."""
+    import tarfile
+
+    unpacked = tmp_path / "unpacked"
+    (unpacked / "vocabulary").mkdir(parents=True)
+    (unpacked / "config.json").write_text("{}")
+    (unpacked / "weights.th").write_bytes(b"")
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    (holder / "radgraph").symlink_to(unpacked, target_is_directory=True)
+    archive = tmp_path / "radgraph.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(unpacked, arcname="radgraph")
+    for model in (unpacked, holder, archive, tmp_path):  # tmp_path holds radgraph.tar.gz
+        assert models.missing_weights({"radgraph": {"model": str(model), "encoder": str(unpacked)}}) == [], model
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    problems = models.missing_weights({"radgraph": {"model": str(empty), "encoder": str(unpacked)}})
+    assert len(problems) == 1 and "metric_settings.radgraph.model" in problems[0] and str(empty) in problems[0]
+
+
 def test_files_inside_a_repo_and_conditional_models(hub, tmp_path):
     hub("StanfordAIMI/RRG_scorers", files=("radgraph.tar.gz",))
     hub("bert-base-uncased")

@@ -103,7 +103,7 @@ def test_example_report(example_run):
     assert "## demo_cxr — findings" in md and "Careful-CXR (fictional) vs Hasty-RRG (fictional)" in md
     assert "careful vs hasty" not in md
     html = (example_run / "results/report/report.html").read_text()
-    assert html.startswith("<!doctype html>") and "<table" in html and html.count("<svg ") == 15
+    assert html.startswith("<!doctype html>") and "<table" in html and html.count("<svg ") == 3 * 5 + 2  # 5 per dataset x split, 1 per meta-evaluation set
     log = (example_run / "logs/report.log").read_text()
     assert "Careful-CXR (fictional)" in log
 

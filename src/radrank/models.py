@@ -178,6 +178,18 @@ def _radgraph_package_copy(model_type: str) -> bool:
     return any((p / "config.json").is_file() for p in (Path(xdg) / "radgraph").glob(f"*/{model_type}"))
 
 
+def _radgraph_local_problem(model: str, model_type: str) -> str | None:
+    """The error message when a local radgraph model (archive, unpacked folder, or a folder holding either)
+    cannot be used, as the metric itself decides (radrank.metrics.radgraph.locate_model; stdlib only)."""
+    from radrank.metrics.radgraph import locate_model
+
+    try:
+        locate_model(model, model_type)
+    except MissingWeightsError as e:
+        return str(e)
+    return None
+
+
 def weight_available(model: str, filename: str | None, revision: str | None = None) -> str | None:
     """None when ``model`` (a local path or a hub id) has ``filename`` locally, else why not."""
     local = Path(os.path.expanduser(model))
@@ -211,6 +223,11 @@ def missing_weights(metric_settings: dict, generations=()) -> list[str]:
             filename = settings.get(ws.filename_setting) if ws.filename_setting else ws.filename
             if metric == "radgraph" and ws.setting == "model":
                 filename = f"{settings.get('model_type', 'radgraph')}.tar.gz"
+            if metric == "radgraph" and ws.setting == "model" and Path(os.path.expanduser(str(model))).exists():
+                # a local archive or folder: the metric's own resolver decides, with its own message
+                problem = _radgraph_local_problem(str(model), settings.get("model_type", "radgraph"))
+                problems += [problem] if problem else []
+                continue
             why = weight_available(str(model), filename, settings.get("revision"))
             if why and metric == "radgraph" and ws.setting == "model" and \
                     _radgraph_package_copy(settings.get("model_type", "radgraph")):
