@@ -13,13 +13,11 @@ cache is an empty temporary folder, so only the tiny random models built here
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
-import shutil
-import sys
-import tempfile
 from pathlib import Path
+
+import hf_sandbox
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[2] / "src"
@@ -28,17 +26,8 @@ _NEEDED = ("torch", "transformers", "tokenizers", "PIL")
 if any(importlib.util.find_spec(m) is None for m in _NEEDED):
     collect_ignore_glob = ["test_*.py"]
 else:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="radrank-hf-home-")
-    atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE", "HF_MODULES_CACHE"):
-        os.environ.pop(var, None)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hf_sandbox.isolate(SRC, HERE)
     os.environ.setdefault("OMP_NUM_THREADS", "2")
-    for p in (str(SRC), str(HERE)):
-        if p not in sys.path:
-            sys.path.insert(0, p)
 
 import pytest  # noqa: E402
 

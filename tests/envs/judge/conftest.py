@@ -11,13 +11,11 @@ temporary folder, so only the tiny models built here exist.
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
-import shutil
-import sys
-import tempfile
 from pathlib import Path
+
+import hf_sandbox
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[2] / "src"
@@ -27,20 +25,9 @@ _NEEDED = ("torch", "transformers", "tokenizers", "peft", "radeval")
 if any(importlib.util.find_spec(m) is None for m in _NEEDED):
     collect_ignore_glob = ["test_*.py"]
 else:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="radrank-hf-home-")
-    atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE"):
-        os.environ.pop(var, None)
-    os.environ["RADRANK_JUDGE_CACHE"] = tempfile.mkdtemp(prefix="radrank-judge-cache-")
-    atexit.register(shutil.rmtree, os.environ["RADRANK_JUDGE_CACHE"], True)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hf_sandbox.isolate(SRC, HERE, judge_cache=True)
     for var in ("NO_PROXY", "no_proxy"):  # the fake endpoint on 127.0.0.1 must not go through a proxy
         os.environ[var] = ",".join(x for x in (os.environ.get(var, ""), "127.0.0.1", "localhost") if x)
-    for p in (str(SRC), str(HERE)):
-        if p not in sys.path:
-            sys.path.insert(0, p)
 
 import pytest  # noqa: E402
 

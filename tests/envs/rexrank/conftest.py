@@ -10,13 +10,11 @@ cache is an empty temporary folder, so only the tiny models built here exist.
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
-import shutil
-import sys
-import tempfile
 from pathlib import Path
+
+import hf_sandbox
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[2] / "src"
@@ -26,20 +24,11 @@ if any(importlib.util.find_spec(m) is None for m in _NEEDED):
     collect_ignore_glob = ["test_*.py"]
 else:
     # Before anything imports huggingface_hub: hub off, a private empty cache.
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="radrank-hf-home-")
-    atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE"):
-        os.environ.pop(var, None)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hf_sandbox.isolate(SRC, HERE)
     # Tiny models: one thread. Several OpenMP threads make each small op wait for the others,
     # 100 times slower on a busy 2-core machine.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
-    for p in (str(SRC), str(HERE)):
-        if p not in sys.path:
-            sys.path.insert(0, p)
 
 import pytest  # noqa: E402
 

@@ -11,13 +11,12 @@ implement. One vLLM engine per model is started for the whole session (as one pe
 
 from __future__ import annotations
 
-import atexit
 import importlib.util
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
+
+import hf_sandbox
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[2] / "src"
@@ -27,18 +26,9 @@ _NEEDED = ("torch", "transformers", "tokenizers", "vllm", "radeval")
 if any(importlib.util.find_spec(m) is None for m in _NEEDED):
     collect_ignore_glob = ["test_*.py"]
 else:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="radrank-hf-home-")
-    atexit.register(shutil.rmtree, os.environ["HF_HOME"], True)
-    os.environ["RADRANK_JUDGE_CACHE"] = tempfile.mkdtemp(prefix="radrank-judge-cache-")
-    atexit.register(shutil.rmtree, os.environ["RADRANK_JUDGE_CACHE"], True)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    hf_sandbox.isolate(SRC, JUDGE_TESTS, judge_cache=True)
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # shared CI machine: no core pinning
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
-    for p in (str(SRC), str(JUDGE_TESTS)):
-        if p not in sys.path:
-            sys.path.insert(0, p)
 
 import pytest  # noqa: E402
 
