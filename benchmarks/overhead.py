@@ -135,7 +135,7 @@ def measure(label: str, repo: Path, args):
     print(f"work, replayed in one process: {total_work:.1f} s CPU = {100 * share:.0f} % of the run's CPU "
           f"(goal >= {100 * GOAL:.0f} %); start-up and bookkeeping {run_cpu - total_work:.1f} s, "
           f"{(run_cpu - total_work) / max(sum(jobs.values()) - 1, 1):.2f} s per job")
-    return sum(jobs.values()), run_cpu, total_work
+    return sum(jobs.values()), run_cpu, total_work, wall
 
 
 def main():
@@ -152,12 +152,12 @@ def main():
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             reference = measure(f"reference ({args.against})", Path(tmp), args)
         print()
-    jobs, run_cpu, work = measure("this checkout", _workdir.REPO, args)
+    jobs, run_cpu, work, wall = measure("this checkout", _workdir.REPO, args)
     if reference:
-        ref_jobs, ref_cpu, ref_work = reference
+        ref_jobs, ref_cpu, ref_work, ref_wall = reference
         print(f"\nvs reference: jobs {ref_jobs} -> {jobs}, run CPU {ref_cpu:.1f} -> {run_cpu:.1f} s "
-              f"(x{ref_cpu / run_cpu:.1f} less), work share {100 * ref_work / ref_cpu:.0f} % -> "
-              f"{100 * work / run_cpu:.0f} %")
+              f"(x{ref_cpu / run_cpu:.1f} less), wall {ref_wall:.1f} -> {wall:.1f} s, work share "
+              f"{100 * ref_work / ref_cpu:.0f} % -> {100 * work / run_cpu:.0f} %")
 
 
 if __name__ == "__main__":
