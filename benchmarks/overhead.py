@@ -12,7 +12,8 @@ a first untimed pass has done the imports:
   function and its arguments, pickled) when radrank.jobs.run_logged is called; the call is made again.
 Both replay the same thing: the radrank.jobs function of each job with that job's arguments, in job
 order. The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports,
-Snakemake's own bookkeeping). Goal: work >= 50 % of the run's CPU.
+Snakemake's own bookkeeping; the recording's pickling counts as run CPU too). The meta-evaluation
+is switched off: the run is the leaderboard's. Goal: work >= 50 % of the run's CPU.
 With --against REV, the same measurement is made first for that git revision of the workflow
 (e.g. the commit before the scoring jobs were batched), as the reference.
 
