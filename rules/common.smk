@@ -7,7 +7,7 @@ from snakemake.utils import validate
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import metaeval, metrics, provenance
+from radrank import metaeval, metrics, provenance, rule_calls
 from radrank.models import check_workflow_weights
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan
 

@@ -38,12 +38,8 @@ if PLAN.generations():
             drops=f"{GENERATED}.drops.csv",
         log:
             "logs/generate/{dataset}/{split}/{model}.merge.log",
-        conda:
-            "../envs/core.yaml"
-        envmodules:
-            "radrank/core"
         resources:
             mem_mb=2000,
             runtime=10,
-        script:
-            "../scripts/merge_generated.py"
+        run:
+            rule_calls.merge_generated(rule, input, output, params, wildcards, log)

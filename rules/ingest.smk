@@ -11,11 +11,8 @@ rule ingest:
         split="findings|reports|vqa",  # metaeval pairs come from rule metaeval_pairs
     params:
         job=ingest_job,
-    conda:
-        "../envs/core.yaml"
-    envmodules: "radrank/core"
     resources:
         mem_mb=2000,
         runtime=10,
-    script:
-        "../scripts/ingest.py"
+    run:
+        rule_calls.ingest(rule, input, output, params, wildcards, log)

@@ -19,11 +19,8 @@ rule leaderboard:
         models_sheet=config["models"],
         ranking=ranking,
         level=config["bootstrap"]["level"],
-    conda:
-        "../envs/core.yaml"
-    envmodules: "radrank/core"
     resources:
         mem_mb=1000,
         runtime=5,
-    script:
-        "../scripts/leaderboard.py"
+    run:
+        rule_calls.leaderboard(rule, input, output, params, wildcards, log)

@@ -14,14 +14,11 @@ rule metaeval_pairs:
         "logs/metaeval/{metaeval_set}/pairs.log",
     params:
         job=metaeval_pairs_job,
-    conda:
-        "../envs/core.yaml"
-    envmodules: "radrank/core"
     resources:
         mem_mb=2000,
         runtime=10,
-    script:
-        "../scripts/metaeval_pairs.py"
+    run:
+        rule_calls.metaeval_pairs(rule, input, output, params, wildcards, log)
 
 
 rule metaeval_agreement:
@@ -36,14 +33,11 @@ rule metaeval_agreement:
         "logs/metaeval/{metaeval_set}/agreement.log",
     params:
         job=metaeval_agreement_job,
-    conda:
-        "../envs/core.yaml"
-    envmodules: "radrank/core"
     resources:
         mem_mb=4000,
         runtime=30,
-    script:
-        "../scripts/metaeval_agreement.py"
+    run:
+        rule_calls.metaeval_agreement(rule, input, output, params, wildcards, log)
 
 
 rule metaeval:

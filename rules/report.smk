@@ -27,11 +27,8 @@ rule report:
         metaeval=metaeval_agreement_files,
         # shown in the provenance section: the report is the one output that describes the whole run
         config_hash=provenance.stable_hash(config),
-    conda:
-        "../envs/core.yaml"
-    envmodules: "radrank/core"
     resources:
         mem_mb=report_mem_mb,
         runtime=30,
-    script:
-        "../scripts/report.py"
+    run:
+        rule_calls.report(rule, input, output, params, wildcards, log)

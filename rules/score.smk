@@ -12,31 +12,58 @@
 # settings re-scores nothing.
 for env_name in PLAN.envs():
     for suffix, batch_splits, batch_metrics in PLAN.batches(env_name):
+        # The core environment's batch runs in Snakemake's own process (see rule_calls); the other
+        # environments' in their own.
+        if env_name == "core":
 
-        rule:
-            name:
-                f"score_{env_name}_batch{suffix}"
-            input:
-                pairs=PAIRS,
-            output:
-                **batch_outputs(batch_metrics),
-            log:
-                f"logs/score/{{dataset}}/{{split}}/{{model}}/batch{suffix}.log",
-            wildcard_constraints:
-                split="|".join(batch_splits),
-            params:
-                identities={m: PLAN.identity_of(m) for m in batch_metrics},
-            threads: max(PLAN.resources_of(m).threads for m in batch_metrics)
-            resources:
-                # the metrics run one after another: the largest one's memory, the sum of their runtimes
-                mem_mb=PerAttempt(max(PLAN.resources_of(m).mem_mb for m in batch_metrics)),
-                runtime=PerAttempt(sum(PLAN.resources_of(m).runtime_min for m in batch_metrics)),
-                gpu=0,
-            conda:
-                f"../envs/{env_name}.yaml"
-            envmodules: f"radrank/{env_name}"
-            script:
-                "../scripts/score_batch.py"
+            rule:
+                name:
+                    f"score_{env_name}_batch{suffix}"
+                input:
+                    pairs=PAIRS,
+                output:
+                    **batch_outputs(batch_metrics),
+                log:
+                    f"logs/score/{{dataset}}/{{split}}/{{model}}/batch{suffix}.log",
+                wildcard_constraints:
+                    split="|".join(batch_splits),
+                params:
+                    identities={m: PLAN.identity_of(m) for m in batch_metrics},
+                threads: max(PLAN.resources_of(m).threads for m in batch_metrics)
+                resources:
+                    # the metrics run one after another: the largest one's memory, the sum of their runtimes
+                    mem_mb=PerAttempt(max(PLAN.resources_of(m).mem_mb for m in batch_metrics)),
+                    runtime=PerAttempt(sum(PLAN.resources_of(m).runtime_min for m in batch_metrics)),
+                    gpu=0,
+                run:
+                    rule_calls.score_batch(rule, input, output, params, wildcards, log)
+
+        else:
+
+            rule:
+                name:
+                    f"score_{env_name}_batch{suffix}"
+                input:
+                    pairs=PAIRS,
+                output:
+                    **batch_outputs(batch_metrics),
+                log:
+                    f"logs/score/{{dataset}}/{{split}}/{{model}}/batch{suffix}.log",
+                wildcard_constraints:
+                    split="|".join(batch_splits),
+                params:
+                    identities={m: PLAN.identity_of(m) for m in batch_metrics},
+                threads: max(PLAN.resources_of(m).threads for m in batch_metrics)
+                resources:
+                    # the metrics run one after another: the largest one's memory, the sum of their runtimes
+                    mem_mb=PerAttempt(max(PLAN.resources_of(m).mem_mb for m in batch_metrics)),
+                    runtime=PerAttempt(sum(PLAN.resources_of(m).runtime_min for m in batch_metrics)),
+                    gpu=0,
+                conda:
+                    f"../envs/{env_name}.yaml"
+                envmodules: f"radrank/{env_name}"
+                script:
+                    "../scripts/score_batch.py"
 
 
 for metric_name in PLAN.metrics_one_by_one():
@@ -83,11 +110,8 @@ if any(PLAN.shards(m) > 1 for m in PLAN.metric_names):
             "logs/score/{dataset}/{split}/{model}/{metric}.merge.log",
         wildcard_constraints:
             metric="|".join(m for m in PLAN.metric_names if PLAN.shards(m) > 1),
-        conda:
-            "../envs/core.yaml"
-        envmodules: "radrank/core"
         resources:
             mem_mb=2000,
             runtime=10,
-        script:
-            "../scripts/merge_shards.py"
+        run:
+            rule_calls.merge_shards(rule, input, output, params, wildcards, log)

@@ -18,11 +18,8 @@ rule bootstrap:
         drops=drops_by_model,
         metrics=split_metrics,
         bootstrap=config["bootstrap"],
-    conda:
-        "../envs/core.yaml"
-    envmodules: "radrank/core"
     resources:
         mem_mb=bootstrap_mem_mb,
         runtime=30,
-    script:
-        "../scripts/bootstrap.py"
+    run:
+        rule_calls.bootstrap(rule, input, output, params, wildcards, log)

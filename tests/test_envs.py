@@ -96,8 +96,9 @@ def test_family_contents_the_workflow_relies_on():
 
 
 def test_every_metric_family_and_every_rule_has_both_routes():
-    """Each metric's declared env has an env file, and every rule with a conda env file loads the
-    same family's venv through envmodules."""
+    """Each metric's declared env has an env file; every script rule names a conda env file and loads the
+    same family's venv through envmodules; the others are the core env's in-process rules, whose run:
+    block is one call of radrank.rule_calls (they run in Snakemake's own environment, the core env)."""
     for name in metrics.names():
         try:
             env = metrics.get(name).env
@@ -109,6 +110,9 @@ def test_every_metric_family_and_every_rule_has_both_routes():
         condas = re.findall(r'conda:\s*f?"\.\./envs/([^"]+)\.yaml"\s*envmodules:\s*f?"radrank/([^"]+)"', text)
         assert len(condas) == text.count("conda:"), f"{path.name}: a conda: directive without envmodules"
         assert all(c == m for c, m in condas), f"{path.name}: {condas}"
+        assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
+        for call in re.findall(r"run:\n\s*(.*)", text):
+            assert re.fullmatch(r"rule_calls\.\w+\(rule, input, output, params, wildcards, log\)", call), call
 
 
 def test_env_file_reader_rejects_anything_but_exact_pins(tmp_path, monkeypatch):

@@ -11,9 +11,14 @@ Run it in the radrank checkout (the folder with the ``Snakefile``; ``-C DIR`` po
 * ``here`` — every rule runs in the Python environment ``radrank`` is installed in (after
   ``pip install -e .``, which brings Snakemake and the core metrics). Enough when the config
   needs only the core family (the default config: BLEU, BLEU-4, ROUGE).
-* ``venv`` — every rule runs in its family's pinned venv (``.venvs/<family>``, built first,
-  cached by its pins) through Environment Modules: ``python3 src/radrank/envs.py snakemake``.
+* ``venv`` — every rule outside the core family runs in its family's pinned venv
+  (``.venvs/<family>``, built first, cached by its pins) through Environment Modules:
+  ``python3 src/radrank/envs.py snakemake``.
 * ``conda`` — Snakemake's own ``--sdm conda`` with ``envs/<family>.yaml``.
+
+Whatever the route, the core family's rules (ingest, lexical scoring, statistics, leaderboard,
+report) run inside the Snakemake process itself (radrank.rule_calls), so Snakemake is started
+from an environment with the core family: this one, or ``.venvs/core`` on the venv route.
 * ``auto`` (default) — ``here`` when the config needs only the core family and Snakemake is
   importable here, else ``venv``.
 

@@ -1,12 +1,15 @@
-"""One function per workflow stage; the rule scripts in scripts/ only call these.
+"""One function per workflow stage; the rules only call these.
 
 Each function reads its inputs, computes, and writes its outputs atomically with
-provenance, so a job either leaves complete outputs or none.
+provenance, so a job either leaves complete outputs or none. The rules of the core
+environment call them in Snakemake's own process (``run:``, through radrank.rule_calls,
+one thread per job); the others through a thin script in scripts/ in their own environment.
 """
 
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 
 from radrank import io, metrics, provenance
 from radrank.errors import InputError
@@ -14,12 +17,62 @@ from radrank.errors import InputError
 log = logging.getLogger("radrank")
 
 
-def setup_logging(log_path=None):
-    handlers = [logging.StreamHandler()]
+FORMAT = "%(levelname)s %(name)s: %(message)s"
+
+
+class JobFailed(Exception):
+    """A job failed; the message is the one line its log ends with."""
+
+
+@contextmanager
+def job_log(log_path=None, *, this_thread_only=False):
+    """Log records to the job's log file (if any) and stderr while the job runs.
+
+    ``this_thread_only``: the job shares its process with other jobs (Snakemake's ``run:``
+    jobs run in threads of one process), so the handlers take only the records logged by
+    this thread, and the process-wide logging setup is left as it is, apart from radrank's
+    loggers logging INFO. Otherwise the process is the job's: every record of the process,
+    INFO and up, as ``logging.basicConfig`` would.
+    """
+    import sys
+    import threading
+
+    handlers = [logging.StreamHandler(sys.stderr)]
     if log_path:
         handlers.append(logging.FileHandler(log_path, mode="w"))
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", handlers=handlers,
-                        force=True)
+    thread = threading.get_ident()
+    for handler in handlers:
+        handler.setFormatter(logging.Formatter(FORMAT))
+        if this_thread_only:
+            handler.addFilter(lambda record: record.thread == thread)
+    root = logging.getLogger()
+    (log if this_thread_only else root).setLevel(logging.INFO)
+    for handler in handlers:
+        root.addHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            root.removeHandler(handler)
+            handler.close()
+
+
+def run_logged(job, *, rule, log_path=None, this_thread_only=True, **kwargs):
+    """Run ``job(**kwargs)`` for one Snakemake job with :func:`job_log`; a failure is logged (radrank's
+    own errors as their one clear line, anything else with its traceback) and raised as :class:`JobFailed`
+    with that line, so Snakemake marks the job failed and shows the line."""
+    from radrank.errors import RadrankError
+
+    with job_log(log_path, this_thread_only=this_thread_only):
+        try:
+            job(**kwargs)
+        except RadrankError as e:
+            log.error("%s", e)
+            raise JobFailed(str(e)) from None
+        except Exception as e:
+            log.exception("rule %s failed", rule)
+            where = f" (traceback in {log_path})" if log_path else ""
+            raise JobFailed(f"rule {rule} failed: {type(e).__name__}: {e}{where}") from e
 
 
 def ingest(*, path, split, reference_path, ref_section, empty_hypothesis, max_chars, out_pairs, out_drops,
@@ -262,20 +315,14 @@ def report(*, layout: list, bootstrap: dict, empty_hypothesis: str, cases: int, 
 
 
 def run_rule(snakemake, job, **kwargs):
-    """Run ``job(**kwargs)`` for a Snakemake rule script: log to the rule's log file,
-    turn radrank's own errors into one clear line and a non-zero exit."""
+    """Run ``job(**kwargs)`` for a rule script (a process of its own): :func:`run_logged`, and a failure
+    exits non-zero after its line is logged."""
     import sys
 
-    from radrank.errors import RadrankError
-
-    setup_logging(snakemake.log[0] if snakemake.log else None)
     try:
-        job(**kwargs)
-    except RadrankError as e:
-        log.error("%s", e)
-        sys.exit(1)
-    except Exception:
-        log.exception("rule %s failed", snakemake.rule)
+        run_logged(job, rule=snakemake.rule, log_path=snakemake.log[0] if snakemake.log else None,
+                   this_thread_only=False, **kwargs)
+    except JobFailed:
         sys.exit(1)
 
 

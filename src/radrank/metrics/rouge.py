@@ -12,6 +12,8 @@ Hyyrö) instead of rouge-score's O(n·m) Python table; tests/test_lexical.py che
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from radrank.metrics.base import MetricSpec, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks, mean_leaf
@@ -33,6 +35,8 @@ SPEC = MetricSpec(
 # needs only rouge_score.tokenize and nltk's Porter stemmer (:func:`porter_module`).
 
 
+_PORTER_LOCK = threading.Lock()
+_porter = None  # the module, once loaded
 _NLTK_PORTER = ("nltk", "nltk.stem", "nltk.redos", "nltk.termsec", "nltk.stem.api", "nltk.stem.porter")
 
 
@@ -44,7 +48,17 @@ def porter_module():
     nltk.termsec and nltk.stem.api), so its source file is loaded under bare ``nltk`` and ``nltk.stem``
     packages, which are taken out of ``sys.modules`` again at once: a later ``import nltk`` anywhere
     gets the real package. Same file, same stems (tests/test_lexical.py compares with nltk's own).
+    Loaded once per process, under a lock: the workflow's core-environment jobs run in threads of one
+    process, and two threads swapping the bare packages in and out would see half-loaded modules.
     """
+    global _porter
+    with _PORTER_LOCK:
+        if _porter is None:
+            _porter = _load_porter()
+        return _porter
+
+
+def _load_porter():
     import importlib
     import importlib.util
     import sys

@@ -176,37 +176,29 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
     settings = {"backend": "openai", "model": "judge-model", "api_base": fake_api,
                 "api_key_env": "RADRANK_TEST_JUDGE_KEY", "api_max_retries": 2, "cache_dir": str(tmp_path / "cache")}
     log_path = tmp_path / "job.log"
-    import logging
+    with jobs.job_log(log_path):  # the records of every thread (the judge requests run in a pool)
+        import radrank.engine as engine
 
-    saved = logging.getLogger().handlers[:]
-    jobs.setup_logging(log_path)
-    added = [h for h in logging.getLogger().handlers if h not in saved]  # removed at the end
-    import radrank.engine as engine
-
-    monkeypatch.setattr(engine.OpenAIGenerator, "__init__",
-                        _fast_backoff(engine.OpenAIGenerator.__init__))
-    out = tmp_path / "scores.parquet"
-    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
-    scores = io.read_parquet(out).set_index("sample_id")
-    assert scores.loc["s0", "mrscore_rubric"] == 95.0  # grammar flagged by the fake judge
-    assert scores.loc["s1", "mrscore_rubric"] == 100.0  # after one HTTP 503 (retried)
-    assert math.isnan(scores.loc["s4", "mrscore_rubric"])
-    assert scores.loc["s4", "mrscore_rubric_unparsed"] == 1.0
-    assert all(c["auth"] == f"Bearer {SECRET}" for c in _FakeAPI.calls)
-    assert {c["temperature"] for c in _FakeAPI.calls} == {0.0, 0.7}  # greedy, then the sampled retry
-    prov = io.read_provenance(out)
-    assert prov["settings"]["api_key_env"] == "RADRANK_TEST_JUDGE_KEY"
-    for f in [out, log_path, *tmp_path.joinpath("cache").rglob("*")]:
-        if f.is_file():
-            assert SECRET.encode() not in f.read_bytes(), f
-    assert SECRET not in json.dumps(prov)
-    n_requests = len(_FakeAPI.calls)
-    jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
-    assert len(_FakeAPI.calls) == n_requests  # the rerun is answered from the cache
-    for h in added:
-        h.flush()
-        logging.getLogger().removeHandler(h)
-        h.close()
+        monkeypatch.setattr(engine.OpenAIGenerator, "__init__",
+                            _fast_backoff(engine.OpenAIGenerator.__init__))
+        out = tmp_path / "scores.parquet"
+        jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
+        scores = io.read_parquet(out).set_index("sample_id")
+        assert scores.loc["s0", "mrscore_rubric"] == 95.0  # grammar flagged by the fake judge
+        assert scores.loc["s1", "mrscore_rubric"] == 100.0  # after one HTTP 503 (retried)
+        assert math.isnan(scores.loc["s4", "mrscore_rubric"])
+        assert scores.loc["s4", "mrscore_rubric_unparsed"] == 1.0
+        assert all(c["auth"] == f"Bearer {SECRET}" for c in _FakeAPI.calls)
+        assert {c["temperature"] for c in _FakeAPI.calls} == {0.0, 0.7}  # greedy, then the sampled retry
+        prov = io.read_provenance(out)
+        assert prov["settings"]["api_key_env"] == "RADRANK_TEST_JUDGE_KEY"
+        for f in [out, log_path, *tmp_path.joinpath("cache").rglob("*")]:
+            if f.is_file():
+                assert SECRET.encode() not in f.read_bytes(), f
+        assert SECRET not in json.dumps(prov)
+        n_requests = len(_FakeAPI.calls)
+        jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
+        assert len(_FakeAPI.calls) == n_requests  # the rerun is answered from the cache
     text = log_path.read_text()
     assert "mrscore_rubric: 6 requests" in text and SECRET not in text
 

@@ -1,9 +1,0 @@
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
-from radrank import jobs  # noqa: E402
-
-sm = snakemake  # noqa: F821
-jobs.run_rule(sm, jobs.merge_generated, pair_paths=sm.input.pairs, drop_paths=sm.input.drops,
-              out_pairs=sm.output.pairs, out_drops=sm.output.drops)

@@ -1,0 +1,65 @@
+"""Jobs that share a process (the core environment's run: rules, one thread each): each job's log file gets
+that job's records only, and a failure is raised with its one line instead of exiting the process."""
+
+import logging
+import threading
+
+import pytest
+
+from radrank import jobs
+from radrank.errors import InputError
+
+log = logging.getLogger("radrank.test")
+
+
+def _chatty(*, name, barrier, lines):
+    for i in range(lines):
+        if i == 1:
+            barrier.wait()  # both jobs are logging at the same time
+        log.info("%s line %d", name, i)
+
+
+def test_concurrent_jobs_log_to_their_own_files(tmp_path):
+    root_handlers = logging.getLogger().handlers[:]
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def job(name):
+        try:
+            jobs.run_logged(_chatty, rule=f"rule_{name}", log_path=tmp_path / f"{name}.log", name=name,
+                            barrier=barrier, lines=50)
+        except BaseException as e:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=job, args=(name,)) for name in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for name, other in (("a", "b"), ("b", "a")):
+        text = (tmp_path / f"{name}.log").read_text()
+        assert text.count(f"INFO radrank.test: {name} line") == 50
+        assert f"{other} line" not in text
+    assert logging.getLogger().handlers == root_handlers  # nothing left behind in the shared process
+
+
+def _bad_input():
+    raise InputError("subs/m1.json", "row 3: field 'report' is empty")
+
+
+def _bug():
+    raise ValueError("unexpected")
+
+
+def test_failure_is_raised_with_its_line_and_logged(tmp_path):
+    with pytest.raises(jobs.JobFailed) as failed:
+        jobs.run_logged(_bad_input, rule="ingest", log_path=tmp_path / "ingest.log")
+    line = str(failed.value)
+    assert "subs/m1.json" in line and "row 3" in line and "\n" not in line
+    assert f"ERROR radrank: {line}" in (tmp_path / "ingest.log").read_text()
+
+    with pytest.raises(jobs.JobFailed, match=r"rule bootstrap failed: ValueError: unexpected \(traceback in "):
+        jobs.run_logged(_bug, rule="bootstrap", log_path=tmp_path / "bootstrap.log")
+    text = (tmp_path / "bootstrap.log").read_text()
+    assert "rule bootstrap failed" in text and "Traceback" in text and "ValueError: unexpected" in text
