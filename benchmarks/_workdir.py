@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-COPY = ("Snakefile", "rules", "scripts", "src", "config", "schemas", "envs", "profiles")
+COPY = ("Snakefile", "rules", "scripts", "src", "config", "schemas", "envs", "profiles", "resources", "report")
+
+
+@contextmanager
+def revision(rev: str):
+    """A temporary folder holding the files of git revision ``rev`` of this checkout (the reference
+    measured in the same run as the checkout itself)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        yield Path(tmp)
 
 
 def make(work: Path, *, models: int, datasets: int, cases: int, metrics: list | None = None, seed: int = 0,
@@ -19,7 +32,7 @@ def make(work: Path, *, models: int, datasets: int, cases: int, metrics: list | 
     ``repo``: the checkout to copy (another revision's files, for a reference measured in the same run)."""
     from _synthetic import leaderboard
 
-    for name in COPY:
+    for name in (n for n in COPY if (repo / n).exists()):  # an older revision may lack some
         (shutil.copytree if (repo / name).is_dir() else shutil.copy2)(
             repo / name, work / name, **({"ignore": shutil.ignore_patterns("__pycache__")}
                                         if (repo / name).is_dir() else {}))

@@ -147,11 +147,8 @@ def main():
     args = ap.parse_args()
     reference = None
     if args.against:
-        with tempfile.TemporaryDirectory() as tmp:
-            archive = subprocess.run(["git", "-C", str(_workdir.REPO), "archive", args.against], check=True,
-                                     capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-            reference = measure(f"reference ({args.against})", Path(tmp), args)
+        with _workdir.revision(args.against) as repo:
+            reference = measure(f"reference ({args.against})", repo, args)
         print()
     jobs, run_cpu, work, wall = measure("this checkout", _workdir.REPO, args)
     if reference:
