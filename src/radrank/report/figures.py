@@ -35,8 +35,15 @@ CHAR_IN = 0.066  # width of one 9 pt DejaVu Sans character, inches (margins are 
 #                  matplotlib's constrained layout measures every label and costs more than the drawing)
 
 
+UPPER_IN = 0.092  # an upper-case letter or a digit is wider (ROUGE-1 would be clipped at CHAR_IN)
+
+
 def _label_width(labels) -> float:
-    return 0.15 + CHAR_IN * max((len(str(t)) for t in labels), default=1)
+    """Left margin for tick labels, in inches; 10 % more for the bold label of the rank metric."""
+    def width(text: str) -> float:
+        return sum(UPPER_IN if c.isupper() or c.isdigit() else CHAR_IN for c in text)
+
+    return 0.15 + 1.1 * max((width(str(t)) for t in labels), default=CHAR_IN)
 
 
 class Grid:
