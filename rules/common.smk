@@ -267,7 +267,7 @@ def generation_job(wildcards):
         "use_indication": gen.use_indication,
         "image_format": gen.image_format,
         "max_images": gen.max_images,
-        "batch_size": gen.batch_size,
+        "batch_size": gen.samples_per_call,
         "max_samples": gen.max_samples,
         "empty_hypothesis": config["empty_hypothesis"],
         "max_chars": config["max_report_chars"],

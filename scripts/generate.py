@@ -1,8 +1,11 @@
-import sys
-from pathlib import Path
+# Everything under the guard: vLLM with tensor_parallel_size > 1 starts its workers with
+# multiprocessing's spawn, which runs this file again (as __mp_main__, without the snakemake object).
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
-from radrank import jobs  # noqa: E402
+    sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
+    from radrank import jobs  # noqa: E402
 
-sm = snakemake  # noqa: F821
-jobs.run_rule(sm, jobs.generate_shard, **sm.params.job, out_pairs=sm.output.pairs, out_drops=sm.output.drops)
+    sm = snakemake  # noqa: F821
+    jobs.run_rule(sm, jobs.generate_shard, **sm.params.job, out_pairs=sm.output.pairs, out_drops=sm.output.drops)

@@ -1,10 +1,13 @@
-import sys
-from pathlib import Path
+# Everything under the guard: vLLM with tensor_parallel_size > 1 starts its workers with
+# multiprocessing's spawn, which runs this file again (as __mp_main__, without the snakemake object).
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
-from radrank import jobs  # noqa: E402
+    sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
+    from radrank import jobs  # noqa: E402
 
-sm = snakemake  # noqa: F821
-required = {name: path for name, path in sm.input.items() if name != "pairs"}
-jobs.run_rule(sm, jobs.score, metric=sm.params.metric, pairs_path=sm.input.pairs, required=required,
-              settings=sm.params.identity["settings"], out=sm.output[0], shard=sm.params.shard)
+    sm = snakemake  # noqa: F821
+    required = {name: path for name, path in sm.input.items() if name != "pairs"}
+    jobs.run_rule(sm, jobs.score, metric=sm.params.metric, pairs_path=sm.input.pairs, required=required,
+                  settings=sm.params.identity["settings"], out=sm.output[0], shard=sm.params.shard)

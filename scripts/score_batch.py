@@ -1,11 +1,14 @@
-import sys
-from pathlib import Path
+# Everything under the guard: vLLM with tensor_parallel_size > 1 starts its workers with
+# multiprocessing's spawn, which runs this file again (as __mp_main__, without the snakemake object).
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
 
-sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
-from radrank import jobs  # noqa: E402
+    sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
+    from radrank import jobs  # noqa: E402
 
-sm = snakemake  # noqa: F821
-identities = sm.params.identities  # metric -> version, model, settings; outputs are named by metric
-jobs.run_rule(sm, jobs.score_batch, pairs_path=sm.input.pairs,
-              settings={metric: identity["settings"] for metric, identity in identities.items()},
-              outs={metric: sm.output[metric] for metric in identities})
+    sm = snakemake  # noqa: F821
+    identities = sm.params.identities  # metric -> version, model, settings; outputs are named by metric
+    jobs.run_rule(sm, jobs.score_batch, pairs_path=sm.input.pairs,
+                  settings={metric: identity["settings"] for metric, identity in identities.items()},
+                  outs={metric: sm.output[metric] for metric in identities})

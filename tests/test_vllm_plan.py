@@ -96,11 +96,76 @@ def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):
         engine.vllm_engine_args(tmp_path, {"backend": "vllm"})
 
 
-@pytest.mark.parametrize("backbone", ["medgemma", "maira2", "chexagent2", "llava_rad"])
-def test_backbones_say_they_have_no_vllm_backend(backbone):
+@pytest.mark.parametrize("backbone, why", [("maira2", "RAD-DINO"), ("chexagent2", "trust_remote_code"),
+                                           ("llava_rad", "llava package")])
+def test_backbones_vllm_cannot_serve_say_why(backbone, why):
     from radrank import backbones
     from radrank.backbones.base import merge_settings
     from radrank.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=f"backbone '{backbone}' generates with transformers only"):
+    with pytest.raises(ConfigError, match=f"backbone '{backbone}' cannot run on vLLM: .*{why}.*"
+                                          f"backbone_settings.{backbone}.backend"):
         merge_settings(backbones.get(backbone), {"backend": "vllm"})
+    assert "backend" not in merge_settings(backbones.get(backbone), {"backend": "hf"})  # hf: their one backend
+
+
+def test_medgemma_settings_on_vllm():
+    from radrank import backbones
+    from radrank.backbones.base import merge_settings
+    from radrank.errors import ConfigError
+
+    spec = backbones.get("medgemma")
+    assert spec.vllm and merge_settings(spec, {})["backend"] == "hf"
+    merged = merge_settings(spec, {"backend": "vllm", "tensor_parallel_size": 2})
+    assert merged["model_impl"] == "auto" and merged["max_model_len"] == 8192
+    for bad, match in (({"backend": "tgi"}, "backend must be one of"), ({"model_impl": "sglang"}, "model_impl"),
+                       ({"tensor_parallel_size": 0}, "tensor_parallel_size must be a positive integer"),
+                       ({"vllm_max_images": "4"}, "vllm_max_images")):
+        with pytest.raises(ConfigError, match=match):
+            merge_settings(spec, {"backend": "vllm", **bad})
+
+
+def test_forcing_vllm_model_code_without_torchvision_is_refused(monkeypatch):
+    import importlib.util
+
+    from radrank.backbones import vllm_recipe
+    from radrank.errors import ConfigError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "torchvision" else real(n, *a))
+    assert vllm_recipe.model_impl_of("auto")[0] == "transformers"
+    assert vllm_recipe.model_impl_of("transformers")[0] == "transformers"
+    with pytest.raises(ConfigError, match="model_impl vllm needs torchvision"):
+        vllm_recipe.model_impl_of("vllm")
+
+
+def _generation_plan(tmp_path, settings, **entry):
+    from radrank.workflow import Plan
+
+    (tmp_path / "data").mkdir(exist_ok=True)
+    (tmp_path / "none.tsv").write_text("model\tdataset\tpath\n")
+    gen = {"model": "medgemma_vllm", "dataset": "iu_demo", "adapter": "iu_xray", "root": "data",
+           "generator": "medgemma", "settings": settings, **entry}
+    config = {"submissions": str(tmp_path / "none.tsv"), "metrics": ["bleu2"], "splits": ["findings"],
+              "generation": [gen]}
+    return Plan.from_config(config, base_dir=tmp_path)
+
+
+def test_generation_on_vllm_runs_in_the_vllm_env_with_its_gpus(tmp_path):
+    gen = _generation_plan(tmp_path, {"backend": "vllm", "tensor_parallel_size": 2}).generations()[0].generation
+    assert (gen.env, gen.gpus, gen.samples_per_call) == ("vllm", 2, 256)
+    gen = _generation_plan(tmp_path, {"backend": "vllm", "max_num_seqs": 64}).generations()[0].generation
+    assert (gen.env, gen.gpus, gen.samples_per_call) == ("vllm", 1, 64)
+    gen = _generation_plan(tmp_path, {"backend": "vllm"}, batch_size=32).generations()[0].generation
+    assert gen.samples_per_call == 32  # set explicitly: kept
+    gen = _generation_plan(tmp_path, {}).generations()[0].generation
+    assert (gen.env, gen.gpus, gen.samples_per_call) == ("gen-medgemma", 1, 8)
+
+
+def test_generation_settings_are_checked_when_the_workflow_loads(tmp_path):
+    from radrank.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"config 'generation' entry 0 .*cannot run on vLLM"):
+        _generation_plan(tmp_path, {"backend": "vllm"}, generator="maira2")
+    with pytest.raises(ConfigError, match=r"config 'generation' entry 0 .*has no setting"):
+        _generation_plan(tmp_path, {"beam_size": 4})

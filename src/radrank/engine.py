@@ -736,6 +736,9 @@ def vllm_version() -> str:
 
 
 def _vllm_on_cpu() -> bool:
+    # vLLM configures logging when first imported, replacing the handlers of the job's log: left
+    # unconfigured, its records and radrank's reach the job log.
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
     try:
         from vllm.platforms import current_platform
     except ImportError as e:
@@ -785,7 +788,15 @@ def start_vllm(args: dict):
         from vllm import LLM
 
         start = time.perf_counter()
-        _ENGINES[key] = LLM(**args)
+        try:
+            _ENGINES[key] = LLM(**args)
+        except RuntimeError as e:
+            if int(args.get("tensor_parallel_size", 1)) == 1:
+                raise
+            # With several workers the cause is printed by the worker processes, which write to the
+            # job's standard error, not to this log.
+            raise RuntimeError(f"{e} The workers' own error is in the job's standard error (the terminal "
+                               f"Snakemake runs in; on SLURM the job's log under .snakemake/slurm_logs).") from e
         log.info("vllm engine started in %.1f s (%s)", time.perf_counter() - start, vllm_version())
     return _ENGINES[key]
 

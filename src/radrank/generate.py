@@ -310,11 +310,14 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
              ref_section: str = "findings", use_indication: bool = False, indication_section: str = "indication",
              batch_size: int = 8, num_workers: int = 4, image_format="pil", max_images: int | None = None,
              max_samples: int | None = None, empty_hypothesis: str = "score", max_chars: int | None = None,
-             device: str | None = None, model: str | None = None):
+             device: str | None = None, model: str | None = None, generator_settings: dict | None = None):
     """Generate one shard of ``adapter`` (an adapter, or ``(name, root)``) and write its pairs and drop file.
 
     ``shard=(i, k)`` is shard i of k (contiguous, by dataset order, after
-    ``max_samples``). Returns ``(pairs, drops)``.
+    ``max_samples``). ``generator_settings`` (a backbone's settings as configured)
+    are part of the shard's identity: answers kept for resuming an interrupted
+    job are reused only by a job with the same settings (e.g. never across the
+    hf and vllm backends). Returns ``(pairs, drops)``.
     """
     from radrank.datasets import make_adapter
 
@@ -327,7 +330,7 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
                 "indication_section": indication_section if report else None,
                 "image_format": image_format if isinstance(image_format, str) else callable_name(image_format),
                 "max_images": max_images, "max_samples": max_samples, "empty_hypothesis": empty_hypothesis,
-                "max_report_chars": max_chars}
+                "max_report_chars": max_chars, "generator_settings": dict(generator_settings or {})}
     identity = provenance.stable_hash({"dataset": adapter.describe(), "shard": list(shard), "settings": settings,
                                        "generator": callable_name(fn), "model": model,
                                        "samples": [s.sample_id for s in samples]})
@@ -368,6 +371,7 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
         sources=adapter.describe(), ref_section=settings["ref_section"], empty_hypothesis=empty_hypothesis,
         max_report_chars=max_chars, n_pairs=len(pairs), n_listed=len(drops), identity=identity,
         shard={"index": int(shard[0]), "count": int(shard[1])}, generation=settings, generator=callable_name(fn),
+        generator_description=_description(fn),
     )
     log.info("%s shard %s of %s: %d samples, %d pairs, %d listed in the drop file", adapter.name, shard[0], shard[1],
              len(samples), len(pairs), len(drops))
@@ -375,6 +379,15 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
     io.write_parquet(pairs, out_pairs, prov)
     progress.unlink(missing_ok=True)
     return pairs, drops
+
+
+def _description(fn) -> dict | None:
+    """What a backbone says about itself (backend, package versions, settings); None for a user's callable."""
+    try:
+        describe = getattr(fn, "describe", None)
+    except Exception:  # a callable whose attribute lookup fails
+        return None
+    return describe() if callable(describe) else None
 
 
 def merge(*, pair_paths, drop_paths, out_pairs, out_drops):

@@ -337,7 +337,7 @@ def generate_shard(*, model, adapter, root, adapter_options, generator, settings
     else:
         fn = generator  # "package.module:callable", resolved by the generation job
     generate.generate(make_adapter(adapter, root, **adapter_options), fn, shard=tuple(shard), out_pairs=out_pairs,
-                      out_drops=out_drops, task=task, model=model, **options)
+                      out_drops=out_drops, task=task, model=model, generator_settings=settings, **options)
 
 
 def merge_generated(*, pair_paths, drop_paths, out_pairs, out_drops):

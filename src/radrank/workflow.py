@@ -107,21 +107,41 @@ class Generation:
     use_indication: bool = False
     image_format: str = "pil"
     max_images: int | None = None
-    batch_size: int = 8
+    batch_size: int | None = None  # samples per generator call (None: 8, on vLLM its max_num_seqs)
     max_samples: int | None = None
     shards: int = 1
 
     @property
-    def env(self) -> str:
-        from radrank import backbones
+    def samples_per_call(self) -> int:
+        """The generator's batch: ``batch_size``, else 8 — or, on vLLM, enough samples to fill its
+        continuous batch (``max_num_seqs``, 256 by default), since vLLM schedules them itself."""
+        if self.batch_size is not None:
+            return int(self.batch_size)
+        from radrank.backbones.vllm_recipe import VLLM_GENERATION_SETTINGS, uses_vllm
 
-        return backbones.get(self.generator).env if self.generator in backbones.names() else GENERIC_GENERATOR_ENV
+        if uses_vllm(self.settings):
+            return int(self.settings.get("max_num_seqs") or VLLM_GENERATION_SETTINGS["max_num_seqs"])
+        return 8
+
+    @property
+    def env(self) -> str:
+        """The generation job's environment family: the backbone's, the vllm family with ``backend: vllm``,
+        or gen-base for a user's callable."""
+        from radrank import backbones
+        from radrank.backbones.vllm_recipe import uses_vllm
+
+        if self.generator not in backbones.names():
+            return GENERIC_GENERATOR_ENV
+        return metrics.VLLM_ENV if uses_vllm(self.settings) else backbones.get(self.generator).env
 
     @property
     def gpus(self) -> int:
         from radrank import backbones
+        from radrank.backbones.vllm_recipe import gpus_of
 
-        return backbones.get(self.generator).resources.gpu if self.generator in backbones.names() else 0
+        if self.generator not in backbones.names():
+            return 0
+        return gpus_of(self.settings, backbones.get(self.generator).resources.gpu)
 
 
 @dataclass
@@ -196,6 +216,13 @@ class Plan:
             if gen.generator not in backbones.names() and ":" not in gen.generator:
                 raise ConfigError(f"{where}: generator {gen.generator!r} is neither a backbone "
                                   f"({backbones.names()}) nor an import path package.module:callable")
+            if gen.generator in backbones.names():
+                from radrank.backbones.base import merge_settings
+
+                try:  # a wrong setting (or a backend the backbone lacks) fails here, not in the job
+                    merge_settings(backbones.get(gen.generator), gen.settings)
+                except ConfigError as e:
+                    raise ConfigError(f"{where}: {e}") from None
             if not (Path(base_dir) / gen.root).is_dir():
                 raise ConfigError(f"{where}: root {gen.root} is not a folder")
             path = GENERATED.format(dataset=gen.dataset, split="{split}", model=gen.model) + ".parquet"

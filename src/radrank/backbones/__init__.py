@@ -9,14 +9,18 @@ generator ``generator(imgs, indications=None) -> list[str]`` or, for ``task="vqa
 where the backbone supports it, an answerer ``answerer(imgs, questions) -> list[str]``
 (contracts in :mod:`radrank.backbones.base`).
 
-=============  ======================================  ==============  ===========  ============
-backbone       default model                           env family      tasks        remote code
-=============  ======================================  ==============  ===========  ============
-medgemma       google/medgemma-4b-it                   gen-medgemma    report, vqa  no
-maira2         microsoft/maira-2                       gen-maira2      report       yes
-chexagent2     StanfordAIMI/CheXagent-2-3b             gen-chexagent   report, vqa  yes
-llava_rad      microsoft/llava-rad (+ vicuna-7b-v1.5)  gen-llavarad    report       no (own pkg)
-=============  ======================================  ==============  ===========  ============
+=============  ======================================  ==============  ===========  ============  ==========
+backbone       default model                           env family      tasks        remote code   on vLLM
+=============  ======================================  ==============  ===========  ============  ==========
+medgemma       google/medgemma-4b-it                   gen-medgemma    report, vqa  no            yes (vllm)
+maira2         microsoft/maira-2                       gen-maira2      report       yes           no
+chexagent2     StanfordAIMI/CheXagent-2-3b             gen-chexagent   report, vqa  yes           no
+llava_rad      microsoft/llava-rad (+ vicuna-7b-v1.5)  gen-llavarad    report       no (own pkg)  no
+=============  ======================================  ==============  ===========  ============  ==========
+
+``backend: vllm`` in a backbone's settings (``SPEC.vllm``) generates with vLLM in the ``vllm``
+family instead (:mod:`radrank.backbones.vllm_recipe`); the others say why they cannot
+(``SPEC.vllm_note``).
 
 Config (read by the generation job): ``backbone_settings.<name>.<setting>`` overrides
 a backbone's defaults (``model`` may be a local directory), and the list

@@ -85,6 +85,8 @@ class BackboneSpec:
     version: str = "1"  # bump when our recipe changes outputs
     status: str = "implemented"
     notes: str = ""
+    vllm: bool = False  # vLLM implements the architecture: `backend: vllm` serves it (radrank.backbones.vllm_recipe)
+    vllm_note: str = ""  # when it does not: why (the refusal names it)
 
 
 # --- settings -------------------------------------------------------------------------------------
@@ -93,10 +95,15 @@ class BackboneSpec:
 def merge_settings(spec: BackboneSpec, settings: dict | None) -> dict:
     """``spec.settings`` updated with ``settings``; unknown keys are a :class:`ConfigError`."""
     settings = dict(settings or {})
+    if not spec.vllm and "backend" in settings:
+        from radrank.backbones.vllm_recipe import backend_of
+
+        if backend_of(settings) == "vllm":
+            why = spec.vllm_note or "vLLM has no implementation of its architecture"
+            raise ConfigError(f"backbone {spec.name!r} cannot run on vLLM: {why}. Remove "
+                              f"{CONFIG_KEY}.{spec.name}.backend (or set it to hf)")
+        settings.pop("backend")  # hf: the only backend of this backbone
     unknown = sorted(set(settings) - set(spec.settings))
-    if "backend" in unknown:
-        raise ConfigError(f"backbone {spec.name!r} generates with transformers only: there is no vLLM (or other) "
-                          f"backend for generation backbones; remove {CONFIG_KEY}.{spec.name}.backend")
     if unknown:
         raise ConfigError(f"backbone {spec.name!r} has no setting(s) {unknown} ({CONFIG_KEY}.{spec.name}); "
                           f"known: {sorted(spec.settings)}")
@@ -110,6 +117,10 @@ def merge_settings(spec: BackboneSpec, settings: dict | None) -> dict:
         raise ConfigError(f"{CONFIG_KEY}.{spec.name}.max_images must be a positive integer or null")
     if not merged.get("model"):
         raise ConfigError(f"{CONFIG_KEY}.{spec.name}.model is empty")
+    if spec.vllm:
+        from radrank.backbones.vllm_recipe import check_settings
+
+        check_settings(spec.name, merged)
     return merged
 
 
@@ -525,6 +536,10 @@ class Recipe:
         limit = self.settings.get("max_images")
         return list(images)[:limit] if limit else list(images)
 
+    def batch_size(self) -> int:
+        """Samples per :meth:`_generate` call (the ``batch_size`` setting)."""
+        return int(self.settings["batch_size"])
+
     def callable(self):
         """The contract object of this recipe's task: a :class:`Generator` or an :class:`Answerer`."""
         return Answerer(self) if self.task == "vqa" else Generator(self)
@@ -544,7 +559,7 @@ class Recipe:
         items = [(self.prepare_images(im), p) for im, p in zip(imgs, prompts)]
         self.last_prompts = prompts
         self.rendered = [None] * len(items)
-        size = int(self.settings["batch_size"])
+        size = self.batch_size()
         start = time.perf_counter()
         self.stats = {"samples": len(items), "images": sum(len(i[0]) for i in items), "batches": 0,
                       "new_tokens": 0}
@@ -580,21 +595,25 @@ class Recipe:
                                                      self.generation_config.eos_token_id)
         return new
 
-    def provenance(self) -> dict:
-        """Backbone, recipe version, settings, the model's id / revision / sha256 of its weights, packages."""
+    def describe(self) -> dict:
+        """Backbone, recipe version, task, settings, device, backend and package versions (cheap: the
+        generation job records it with the pairs)."""
         from importlib import metadata
 
-        prov = {"backbone": self.spec.name, "version": self.spec.version, "task": self.task,
-                "settings": dict(self.settings), "device": str(self.device)}
-        if self.model_path is not None:
-            prov["model"] = model_provenance(self.settings["model"], self.model_path, self.settings.get("revision"))
         versions = {}
         for name in self.spec.packages:
             try:
                 versions[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 versions[name] = None
-        prov["packages"] = versions
+        return {"backbone": self.spec.name, "version": self.spec.version, "task": self.task,
+                "settings": dict(self.settings), "device": str(self.device), "backend": "hf", "packages": versions}
+
+    def provenance(self) -> dict:
+        """:meth:`describe` and the model's id / revision / sha256 of its weights (reads them all)."""
+        prov = self.describe()
+        if self.model_path is not None:
+            prov["model"] = model_provenance(self.settings["model"], self.model_path, self.settings.get("revision"))
         return prov
 
 

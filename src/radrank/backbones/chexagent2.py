@@ -75,6 +75,8 @@ SPEC = BackboneSpec(
     remote_code=True,
     packages=("torch", "transformers"),
     version="1",
+    vllm_note=("CheXagent-2 runs model code shipped with its checkpoint (trust_remote_code), which vLLM does "
+               "not implement"),
 )
 
 

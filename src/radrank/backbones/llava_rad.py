@@ -65,6 +65,8 @@ SPEC = BackboneSpec(
     weights=("model", "model_base"),
     packages=("torch", "transformers", "llava", "peft", "open_clip_torch"),
     version="1",
+    vllm_note=("LLaVA-Rad loads through its own llava package (a BiomedCLIP image encoder on Vicuna), not as a "
+               "checkpoint vLLM can serve"),
 )
 
 INSTALL_HINT = ("LLaVA-Rad runs through its own `llava` package, which is not installed in this environment. "

@@ -56,6 +56,8 @@ SPEC = BackboneSpec(
     remote_code=True,
     packages=("torch", "transformers"),
     version="1",
+    vllm_note=("MAIRA-2 is a LLaVA variant with a RAD-DINO (DINOv2) image encoder and its own model and processor "
+               "code (trust_remote_code); vLLM implements neither"),
 )
 
 SLOTS = ("indication", "technique", "comparison")

@@ -25,6 +25,11 @@ the new tokens after the (common) prompt length decoded with special tokens
 skipped. Images go through the processor's PIL backend by default
 (``processor_backend``), so results do not depend on whether torchvision is
 installed.
+
+``backend: vllm`` serves the same checkpoint with vLLM (environment ``vllm``,
+:mod:`radrank.backbones.vllm_recipe`): the same chat-template text, the same
+processor options and greedy decoding, every sample of a call in one vLLM
+request list.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from __future__ import annotations
 from radrank.backbones.base import (BackboneSpec, Recipe, device_of, dtype_kwargs, dtype_of,
                                     fill, greedy_config, log_device, merge_settings, place, resolve_weights,
                                     transformers_major)
+from radrank.backbones.vllm_recipe import (VLLM_GENERATION_SETTINGS, VLLMRecipe, generation_config, load_engine,
+                                           uses_vllm)
 from radrank.metrics.base import Resources
 
 SPEC = BackboneSpec(
@@ -55,6 +62,7 @@ SPEC = BackboneSpec(
                                           "X-ray."),
         "vqa_prompt": "{question}\nAnswer the question about the image concisely.",
         "processor_backend": "pil",  # transformers 5 image-processor backend: pil (portable) or torchvision
+        **VLLM_GENERATION_SETTINGS,  # backend (hf / vllm) and vLLM's engine settings
     },
     resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
     tasks=("report", "vqa"),
@@ -62,19 +70,20 @@ SPEC = BackboneSpec(
     remote_code=False,
     packages=("torch", "transformers", "accelerate"),
     version="1",
+    vllm=True,
 )
 
 
-class MedGemma(Recipe):
-    def __init__(self, settings, task, *, model, processor, model_path, device, dtype):
-        super().__init__(SPEC, settings, task, model_path=model_path, device=device)
-        self.model, self.processor, self.dtype = model, processor, dtype
-        tok = processor.tokenizer
-        tok.padding_side = "left"
-        if tok.pad_token_id is None:
-            tok.pad_token = tok.eos_token
-        self.max_new_tokens = int(settings["vqa_max_new_tokens"] if task == "vqa" else settings["max_new_tokens"])
-        self.generation_config = greedy_config(model, self.max_new_tokens, pad_token_id=tok.pad_token_id)
+def max_new_tokens_of(settings: dict, task: str) -> int:
+    return int(settings["vqa_max_new_tokens"] if task == "vqa" else settings["max_new_tokens"])
+
+
+def rgb(images) -> list:
+    return [im.convert("RGB") if getattr(im, "mode", "RGB") != "RGB" else im for im in images]
+
+
+class MedGemmaPrompts:
+    """MedGemma's prompts and chat-template rendering, shared by the hf and vllm recipes."""
 
     def report_prompt(self, indication):
         if indication:
@@ -93,12 +102,23 @@ class MedGemma(Recipe):
         return self.processor.apply_chat_template(self.messages(prompt, n_images), add_generation_prompt=True,
                                                   tokenize=False)
 
+
+class MedGemma(MedGemmaPrompts, Recipe):
+    def __init__(self, settings, task, *, model, processor, model_path, device, dtype):
+        super().__init__(SPEC, settings, task, model_path=model_path, device=device)
+        self.model, self.processor, self.dtype = model, processor, dtype
+        tok = processor.tokenizer
+        tok.padding_side = "left"
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        self.max_new_tokens = max_new_tokens_of(settings, task)
+        self.generation_config = greedy_config(model, self.max_new_tokens, pad_token_id=tok.pad_token_id)
+
     def _generate(self, batch):
         texts = [self.render(prompt, len(images)) for images, prompt in batch]
         for j, text in enumerate(texts):
             self.note(j, text)
-        images = [[im.convert("RGB") if getattr(im, "mode", "RGB") != "RGB" else im for im in imgs]
-                  for imgs, _ in batch]
+        images = [rgb(imgs) for imgs, _ in batch]
         enc = self.processor(text=texts, images=images, return_tensors="pt", padding=True,
                              add_special_tokens=False)
         enc = {k: v.to(self.device) for k, v in enc.items()}
@@ -106,15 +126,36 @@ class MedGemma(Recipe):
         return [t.strip() for t in self.processor.batch_decode(new, skip_special_tokens=True)]
 
 
+class MedGemmaVLLM(MedGemmaPrompts, VLLMRecipe):
+    """MedGemma on vLLM: the hf recipe's prompts and processor, vLLM's engine."""
+
+    def __init__(self, settings, task, *, llm, processor, model_path, engine_args: dict):
+        gen = generation_config(model_path)
+        eos = gen.get("eos_token_id")
+        eos = list(eos) if isinstance(eos, (list, tuple)) else [eos] if eos is not None else []
+        tok = processor.tokenizer
+        if tok.eos_token_id is not None and tok.eos_token_id not in eos:
+            eos.append(tok.eos_token_id)
+        super().__init__(SPEC, settings, task, llm=llm, tokenizer=tok, model_path=model_path,
+                         engine_args=engine_args, max_new_tokens=max_new_tokens_of(settings, task),
+                         eos_token_ids=eos, repetition_penalty=gen.get("repetition_penalty"))
+        self.processor = processor
+
+    def images_of(self, images):
+        return rgb(images)
+
+
+def processor_kwargs(backend: str = "pil") -> dict:
+    """``AutoProcessor.from_pretrained`` keywords choosing the image-processor backend."""
+    if transformers_major() >= 5:
+        return {"backend": backend} if backend and backend != "auto" else {}
+    return {"use_fast": backend == "torchvision"}
+
+
 def load_processor(path, backend: str = "pil"):
     from transformers import AutoProcessor
 
-    kwargs = {"local_files_only": True}
-    if transformers_major() >= 5:
-        if backend and backend != "auto":
-            kwargs["backend"] = backend
-    else:
-        kwargs["use_fast"] = backend == "torchvision"
+    kwargs = {"local_files_only": True, **processor_kwargs(backend)}
     try:
         return AutoProcessor.from_pretrained(str(path), **kwargs)
     except TypeError:  # a transformers without the backend / use_fast keyword
@@ -131,6 +172,10 @@ def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: st
 
         raise ConfigError(f"backbone 'medgemma' does not support task {task!r}")
     path = resolve_weights(SPEC.name, s["model"], setting="model", revision=s["revision"])
+    if uses_vllm(s):
+        processor = load_processor(path, s["processor_backend"])
+        llm, args = load_engine(SPEC, s, path, processor_kwargs=processor_kwargs(s["processor_backend"]))
+        return MedGemmaVLLM(s, task, llm=llm, processor=processor, model_path=path, engine_args=args).callable()
     from transformers import Gemma3ForConditionalGeneration
 
     device = device_of(s["device"])

@@ -83,11 +83,14 @@ def build_gemma3(directory, *, hidden: int = 32, layers: int = 2, heads: int = 2
                  head_dim: int = 16, intermediate: int = 64, vision_hidden: int = 32, vision_layers: int = 1,
                  vision_heads: int = 2, vision_intermediate: int = 64, image_size: int = 32, patch_size: int = 8,
                  mm_tokens: int = 4, vocab_size: int | None = None, seed: int = 0, dtype: str = "float32",
-                 init_std: float = 0.02) -> Path:
+                 init_std: float = 0.02, tie_embeddings: bool = True) -> Path:
     """A random Gemma3ForConditionalGeneration + Gemma3Processor saved to ``directory``.
 
     ``mm_tokens`` (image tokens per image) must be a square whose side divides
     ``image_size // patch_size`` (the projector average-pools the patch grid).
+    With ``tie_embeddings`` off the output head has weights of its own: a tiny random
+    model with tied embeddings mostly repeats its last input token, one without
+    answers differently per prompt and image (what an equality test needs).
     """
     import torch
     from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor, Gemma3TextConfig,
@@ -111,10 +114,13 @@ def build_gemma3(directory, *, hidden: int = 32, layers: int = 2, heads: int = 2
                             initializer_range=init_std)
     vision = SiglipVisionConfig(hidden_size=vision_hidden, intermediate_size=vision_intermediate,
                                 num_hidden_layers=vision_layers, num_attention_heads=vision_heads,
-                                image_size=image_size, patch_size=patch_size)
+                                image_size=image_size, patch_size=patch_size,
+                                vision_use_head=False)  # as MedGemma's config: Gemma 3 has no pooling head
     config = Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=mm_tokens,
                           boi_token_index=ids["<start_of_image>"], eoi_token_index=ids["<end_of_image>"],
-                          image_token_index=ids["<image_soft_token>"], initializer_range=init_std)
+                          image_token_index=ids["<image_soft_token>"], initializer_range=init_std,
+                          tie_word_embeddings=tie_embeddings)
+    text.tie_word_embeddings = tie_embeddings
     for key in ("pad_token_id", "eos_token_id", "bos_token_id"):
         setattr(config, key, getattr(text, key))
     torch.manual_seed(seed)

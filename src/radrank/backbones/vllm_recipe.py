@@ -1,0 +1,229 @@
+"""Generation backbones served by vLLM (``backbone_settings.<backbone>.backend: vllm``).
+
+A backbone whose architecture vLLM implements (``SPEC.vllm``: MedGemma, i.e.
+Gemma 3 multimodal) can generate with vLLM's offline engine instead of
+transformers' ``generate``: continuous batching over the whole call, paged
+attention, prefix caching (every prompt starts with the same chat turn and
+instruction), CUDA graphs and tensor parallelism. The contracts stay those of
+:mod:`radrank.backbones.base` — one answer per sample, in input order, greedy —
+and the recipe's prompts are the hf recipe's own: the same chat template renders
+the same text, the same processor (same image-processor backend) turns the text
+and images into the model's input, and the answer is decoded by the same
+tokenizer. The tests check that vLLM's greedy token ids equal transformers'
+on tiny random Gemma 3 models.
+
+* **One engine per job**, started when the backbone loads and reused for every
+  batch (:func:`radrank.engine.start_vllm`); ``tensor_parallel_size`` GPUs
+  per engine (the SLURM job requests that many).
+* **Model implementation** (``model_impl``): ``auto`` serves vLLM's own
+  implementation of the architecture when its image-processing dependency
+  (torchvision) is installed — the CUDA build installs it — and otherwise
+  vLLM's Transformers modeling backend (transformers' model code on vLLM's
+  attention, KV cache and scheduler), which is what runs on the CPU build
+  here. ``vllm`` / ``transformers`` force one. Provenance records which ran.
+* **Images per prompt**: vLLM sizes its encoder cache for at most
+  ``max_images`` (else ``vllm_max_images``) images per prompt; a sample with
+  more images fails with a message naming the setting.
+* Settings besides the backbone's own: :data:`VLLM_GENERATION_SETTINGS`
+  (vLLM's engine settings as the judges have them, :data:`radrank.engine.VLLM_SETTINGS`,
+  with defaults for image prompts).
+
+vllm is imported only when a backbone loads with ``backend: vllm``, in the
+``vllm`` environment family.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+
+from radrank.backbones.base import Recipe, check_outputs
+from radrank.errors import ConfigError
+
+log = logging.getLogger("radrank")
+
+BACKENDS = ("hf", "vllm")
+MODEL_IMPLS = ("auto", "vllm", "transformers")
+
+# The vLLM engine's settings for generation backbones (see radrank.engine.VLLM_SETTINGS for the judges').
+VLLM_GENERATION_SETTINGS = {
+    "backend": "hf",  # hf (transformers generate) or vllm
+    "max_model_len": 8192,  # prompt (instruction + every image's tokens) + answer, per sequence
+    "gpu_memory_utilization": 0.9,  # share of each GPU vLLM may take (weights + KV cache)
+    "tensor_parallel_size": 1,  # GPUs per engine (the SLURM job requests this many)
+    "max_num_seqs": 256,  # sequences decoded together (continuous batching)
+    "enforce_eager": "auto",  # auto: CUDA graphs on CUDA, eager on the CPU
+    "cpu_kv_cache_gb": 4.0,  # CPU build only: KV cache size
+    "model_impl": "auto",  # auto, vllm (vLLM's own model code) or transformers (vLLM's Transformers backend)
+    "vllm_max_images": 16,  # images per prompt vLLM admits when max_images is not set
+}
+
+
+def backend_of(settings: dict) -> str:
+    """The generation backend a backbone's settings ask for (``hf`` when unset)."""
+    backend = str(settings.get("backend") or "hf").lower()
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {list(BACKENDS)}, not {settings.get('backend')!r}")
+    return backend
+
+
+def uses_vllm(settings: dict | None) -> bool:
+    return backend_of(settings or {}) == "vllm"
+
+
+def gpus_of(settings: dict | None, default: int) -> int:
+    """GPUs a generation job requests: ``tensor_parallel_size`` on vLLM, else the backbone's ``default``."""
+    if uses_vllm(settings):
+        return max(1, int((settings or {}).get("tensor_parallel_size") or 1))
+    return default
+
+
+def check_settings(name: str, settings: dict):
+    """ConfigError for a vLLM-capable backbone's merged settings that vLLM would refuse later."""
+    backend_of(settings)
+    model_impl_of_value(settings.get("model_impl"))
+    for key in ("tensor_parallel_size", "max_num_seqs", "vllm_max_images", "max_model_len"):
+        value = settings.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"backbone_settings.{name}.{key} must be a positive integer, not {value!r}")
+
+
+def model_impl_of_value(setting) -> str:
+    value = str(setting or "auto").lower()
+    if value not in MODEL_IMPLS:
+        raise ConfigError(f"model_impl must be one of {list(MODEL_IMPLS)}, not {setting!r}")
+    return value
+
+
+def model_impl_of(setting) -> tuple[str, str]:
+    """(vLLM's ``model_impl``, why) for the ``model_impl`` setting."""
+    value = model_impl_of_value(setting)
+    # vLLM's own multimodal model files import transformers' torchvision image processors; without
+    # torchvision (vLLM's CPU build as locked here) the Transformers backend serves the same weights.
+    has_torchvision = importlib.util.find_spec("torchvision") is not None
+    if value == "vllm" and not has_torchvision:
+        raise ConfigError("model_impl vllm needs torchvision (vLLM's own multimodal model code imports it), which "
+                          "this environment lacks (the CPU build leaves it out): use model_impl auto or transformers")
+    if value != "auto":
+        return value, "set in the backbone's settings"
+    if not has_torchvision:
+        return "transformers", "torchvision is not installed (vLLM's own multimodal code imports it)"
+    return "vllm", "vLLM's own implementation"
+
+
+def engine_args(path, settings: dict, *, images_per_prompt: int, processor_kwargs: dict | None = None) -> dict:
+    """Keyword arguments of ``vllm.LLM`` for a backbone's model directory and settings."""
+    from radrank import engine
+
+    args = engine.vllm_engine_args(path, settings, cuda_dtype="bf16")
+    impl, why = model_impl_of(settings.get("model_impl"))
+    # vLLM tokenises text prompts and runs the checkpoint's processor on the images itself: it needs the
+    # tokenizer (the judges hand it token ids instead). The processor is loaded with the hf recipe's
+    # image-processor options (mm_processor_kwargs reach AutoProcessor.from_pretrained).
+    args.update(skip_tokenizer_init=False, limit_mm_per_prompt={"image": int(images_per_prompt)},
+                model_impl=impl)
+    if processor_kwargs:
+        args["mm_processor_kwargs"] = dict(processor_kwargs)
+    log.info("vLLM model implementation: %s (%s)", impl, why)
+    return args
+
+
+def generation_config(path) -> dict:
+    """The checkpoint's generation_config.json (or the EOS of its config.json)."""
+    from radrank import engine
+
+    return engine._model_generation_config(path)
+
+
+class VLLMRecipe(Recipe):
+    """A backbone recipe that generates with a vLLM engine.
+
+    Subclasses provide the prompts (:meth:`report_prompt`, :meth:`vqa_prompt`)
+    and :meth:`render` (a prompt and an image count -> the model-ready text, the
+    hf recipe's chat template) and :meth:`images_of` (a sample's images as the
+    processor takes them). One :meth:`_generate` call hands the whole call's
+    samples to vLLM, which schedules them itself (``max_num_seqs`` at a time).
+    """
+
+    def __init__(self, spec, settings, task, *, llm, tokenizer, model_path, engine_args: dict, max_new_tokens: int,
+                 eos_token_ids, repetition_penalty=None):
+        device = "cpu" if engine_args.get("kv_cache_memory_bytes") else "cuda"
+        super().__init__(spec, settings, task, model_path=model_path, device=device)
+        self.llm, self.tokenizer, self.engine_args = llm, tokenizer, engine_args
+        self.max_new_tokens = int(max_new_tokens)
+        self.eos_ids = [int(x) for x in eos_token_ids]
+        self.repetition_penalty = repetition_penalty if repetition_penalty not in (None, 1, 1.0) else None
+        self.images_per_prompt = int(engine_args["limit_mm_per_prompt"]["image"])
+        self.prompt_token_ids: list = []
+        self.max_model_len = int(getattr(getattr(getattr(llm, "llm_engine", None), "model_config", None),
+                                         "max_model_len", 0) or engine_args.get("max_model_len") or 0)
+
+    def render(self, prompt: str, n_images: int) -> str:
+        raise NotImplementedError
+
+    def images_of(self, images: list) -> list:
+        return list(images)
+
+    def batch_size(self) -> int:
+        return 1 << 30  # the whole call in one vLLM request list: vLLM batches continuously
+
+    def sampling_params(self):
+        from vllm import SamplingParams
+
+        kw = dict(n=1, temperature=0.0, max_tokens=self.max_new_tokens, stop_token_ids=list(self.eos_ids),
+                  detokenize=False)
+        if self.repetition_penalty:
+            kw["repetition_penalty"] = float(self.repetition_penalty)
+        return SamplingParams(**kw)
+
+    def _generate(self, batch):
+        requests = []
+        for j, (images, prompt) in enumerate(batch):
+            if len(images) > self.images_per_prompt:
+                key = "max_images" if self.settings.get("max_images") else "vllm_max_images"
+                raise ConfigError(f"backbone {self.spec.name!r} on vLLM: a sample has {len(images)} images but the "
+                                  f"engine admits {self.images_per_prompt} per prompt; raise "
+                                  f"backbone_settings.{self.spec.name}.{key} (or set max_images to cut samples)")
+            text = self.render(prompt, len(images))
+            self.note(j, text)
+            requests.append({"prompt": text, "multi_modal_data": {"image": self.images_of(images)}})
+        start = time.perf_counter()
+        # The chat template already starts with the BOS token: the processor must not add another
+        # (the hf recipe calls it with add_special_tokens=False too).
+        outs = self.llm.generate(requests, self.sampling_params(), use_tqdm=False,
+                                 tokenization_kwargs={"add_special_tokens": False})
+        self.prompt_token_ids = [list(o.prompt_token_ids or []) for o in outs]  # what the model was given
+        eos = set(self.eos_ids)
+        texts = []
+        for o in outs:
+            ids = list(o.outputs[0].token_ids)
+            cut = next((k for k, t in enumerate(ids) if t in eos), None)
+            ids = ids if cut is None else ids[:cut]
+            self.stats["new_tokens"] += len(ids) + (cut is not None)
+            texts.append(self.tokenizer.decode(ids, skip_special_tokens=True).strip())
+        self.stats["vllm_seconds"] = self.stats.get("vllm_seconds", 0.0) + time.perf_counter() - start
+        return check_outputs(texts, len(batch), f"backbone {self.spec.name!r} on vLLM")
+
+    def describe(self) -> dict:
+        from radrank import engine
+
+        prov = super().describe()
+        keys = ("dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs",
+                "enforce_eager", "enable_prefix_caching", "kv_cache_memory_bytes", "model_impl",
+                "limit_mm_per_prompt", "mm_processor_kwargs", "seed")
+        prov.update(backend="vllm", vllm=engine.vllm_version(),
+                    vllm_settings={k: self.engine_args[k] for k in keys if k in self.engine_args})
+        return prov
+
+
+def load_engine(spec, settings: dict, path, *, processor_kwargs: dict | None = None):
+    """(vllm.LLM, its engine arguments) for a backbone's resolved model directory, started once per job."""
+    from radrank import engine
+
+    images = settings.get("max_images") or settings.get("vllm_max_images") or 1
+    args = engine_args(path, settings, images_per_prompt=int(images), processor_kwargs=processor_kwargs)
+    tp = int(args.get("tensor_parallel_size", 1))
+    log.info("backbone %s: %s on vLLM (%s, %s, tensor parallel %d)", spec.name, settings["model"],
+             engine.vllm_version(), args["dtype"], tp)
+    return engine.start_vllm(args), args
