@@ -1,7 +1,7 @@
 """Tiny random stand-ins for the models of RadEval's extras, built locally (nothing downloaded).
 
 * ``IAMJB/RadEvalModernBERT`` → a 3-layer, 32-wide ``ModernBertModel`` with a WordPiece
-  tokenizer (``[CLS] … [SEP]``) trained here;
+  tokenizer (``[CLS] … [SEP]``) over a fixed vocabulary (:func:`wordpiece`);
 * ``IAMJB/RadBERT-CT`` (18 labels) and ``StanfordAIMI/SRR-BERT-Leaves-with-Statuses``
   (163 labels) → 2-layer, 32-wide ``BertForSequenceClassification`` multi-label models, their
   output layer scaled so that a random model says yes to some labels and no to others,
@@ -26,24 +26,25 @@ WORDS = ("no acute cardiopulmonary process small bilateral pleural effusions wit
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def corpus(n: int = 600, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12)))
-        out.append(text[0].upper() + text[1:] + rng.choice([".", ".", ",", ""]))
-    return out
-
-
 def wordpiece(seed: int = 0):
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    """A BERT-style WordPiece tokenizer over a fixed vocabulary: the specials, every word of WORDS,
+    and single characters (as word starts and ``##`` continuations), so any text tokenises.
 
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    Not trained: tokenizers' WordPiece trainer breaks ties in hash order, so a trained vocabulary
+    (and every tiny model's numbers) would differ from run to run. ``seed`` shuffles the ids.
+    """
+    import string
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    chars = string.ascii_lowercase + string.digits
+    pieces = sorted({w.lower() for w in WORDS} | set(chars) | {"##" + c for c in chars} | set(".,;:!?()/-'\"%"))
+    random.Random(seed).shuffle(pieces)
+    vocab = {token: i for i, token in enumerate([*SPECIALS, *pieces])}
+    tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece()
-    tok.train_from_iterator(corpus(seed=seed), trainers.WordPieceTrainer(
-        vocab_size=300, special_tokens=SPECIALS, show_progress=False))
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
         special_tokens=[("[CLS]", tok.token_to_id("[CLS]")), ("[SEP]", tok.token_to_id("[SEP]"))])
