@@ -156,6 +156,7 @@ class VLLMRecipe(Recipe):
         self.repetition_penalty = repetition_penalty if repetition_penalty not in (None, 1, 1.0) else None
         self.images_per_prompt = int(engine_args["limit_mm_per_prompt"]["image"])
         self.prompt_token_ids: list = []
+        self.ignore_eos = False
         self.max_model_len = int(getattr(getattr(getattr(llm, "llm_engine", None), "model_config", None),
                                          "max_model_len", 0) or engine_args.get("max_model_len") or 0)
 
@@ -173,6 +174,8 @@ class VLLMRecipe(Recipe):
 
         kw = dict(n=1, temperature=0.0, max_tokens=self.max_new_tokens, stop_token_ids=list(self.eos_ids),
                   detokenize=False)
+        if self.ignore_eos:  # benchmarks: every answer at full length
+            kw.update(ignore_eos=True, stop_token_ids=[])
         if self.repetition_penalty:
             kw["repetition_penalty"] = float(self.repetition_penalty)
         return SamplingParams(**kw)
