@@ -53,8 +53,9 @@ def green_run(tmp_path_factory):
     settings = {"green": {"backend": "vllm", "model": str(model), "dtype": "fp32", "max_new_tokens": 8,
                           "max_model_len": 2048, "cpu_kv_cache_gb": 0.25,
                           "cache_dir": str(tmp_path_factory.mktemp("judge-cache"))}}
+    # no meta-evaluation sets: each would add one more green job (one more vLLM start)
     work = make_workdir(tmp_path_factory.mktemp("green-vllm"), metrics=["bleu2", "green"], metric_settings=settings,
-                        splits=["findings"])
+                        splits=["findings"], metaeval={"sets": []})
     sheet = work / "config/submissions.tsv"
     # two models of one dataset: each green job starts one vLLM engine, which costs seconds on the CPU
     sheet.write_text("".join(line for line in sheet.read_text().splitlines(True)
