@@ -818,7 +818,7 @@ def load_vllm_generator(model: str, *, metric: str, settings: dict, tokenizer_lo
     identity = model_identity(model, directory)
     args = vllm_engine_args(directory, settings, cuda_dtype=cuda_dtype,
                             max_total_tokens=settings.get("max_total_tokens"))
-    gen_cfg = _model_generation_config(directory)
+    gen_cfg = model_generation_config(directory)
     eos = []
     for v in (gen_cfg.get("eos_token_id"), getattr(tokenizer, "eos_token_id", None)):
         for x in (v if isinstance(v, (list, tuple)) else [v]):
@@ -844,7 +844,8 @@ def load_vllm_generator(model: str, *, metric: str, settings: dict, tokenizer_lo
     return LoadedLocal(gen, prov)
 
 
-def _model_generation_config(directory) -> dict:
+def model_generation_config(directory) -> dict:
+    """A checkpoint's generation_config.json (or the EOS of its config.json)."""
     path = Path(directory) / "generation_config.json"
     if path.is_file():
         return json.loads(path.read_text(encoding="utf-8"))

@@ -383,10 +383,7 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
 
 def _description(fn) -> dict | None:
     """What a backbone says about itself (backend, package versions, settings); None for a user's callable."""
-    try:
-        describe = getattr(fn, "describe", None)
-    except Exception:  # a callable whose attribute lookup fails
-        return None
+    describe = getattr(fn, "describe", None)
     return describe() if callable(describe) else None
 
 

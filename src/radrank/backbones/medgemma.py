@@ -37,8 +37,7 @@ from __future__ import annotations
 from radrank.backbones.base import (BackboneSpec, Recipe, device_of, dtype_kwargs, dtype_of,
                                     fill, greedy_config, log_device, merge_settings, place, resolve_weights,
                                     transformers_major)
-from radrank.backbones.vllm_recipe import (VLLM_GENERATION_SETTINGS, VLLMRecipe, generation_config, load_engine,
-                                           uses_vllm)
+from radrank.backbones.vllm_recipe import VLLM_GENERATION_SETTINGS, VLLMRecipe, load_engine, uses_vllm
 from radrank.metrics.base import Resources
 
 SPEC = BackboneSpec(
@@ -130,7 +129,9 @@ class MedGemmaVLLM(MedGemmaPrompts, VLLMRecipe):
     """MedGemma on vLLM: the hf recipe's prompts and processor, vLLM's engine."""
 
     def __init__(self, settings, task, *, llm, processor, model_path, engine_args: dict):
-        gen = generation_config(model_path)
+        from radrank.engine import model_generation_config
+
+        gen = model_generation_config(model_path)
         eos = gen.get("eos_token_id")
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos] if eos is not None else []
         tok = processor.tokenizer

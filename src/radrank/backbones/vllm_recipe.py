@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import time
 
 from radrank.backbones.base import Recipe, check_outputs
 from radrank.errors import ConfigError
@@ -129,13 +128,6 @@ def engine_args(path, settings: dict, *, images_per_prompt: int, processor_kwarg
     return args
 
 
-def generation_config(path) -> dict:
-    """The checkpoint's generation_config.json (or the EOS of its config.json)."""
-    from radrank import engine
-
-    return engine._model_generation_config(path)
-
-
 class VLLMRecipe(Recipe):
     """A backbone recipe that generates with a vLLM engine.
 
@@ -157,8 +149,6 @@ class VLLMRecipe(Recipe):
         self.images_per_prompt = int(engine_args["limit_mm_per_prompt"]["image"])
         self.prompt_token_ids: list = []
         self.ignore_eos = False
-        self.max_model_len = int(getattr(getattr(getattr(llm, "llm_engine", None), "model_config", None),
-                                         "max_model_len", 0) or engine_args.get("max_model_len") or 0)
 
     def render(self, prompt: str, n_images: int) -> str:
         raise NotImplementedError
@@ -183,15 +173,14 @@ class VLLMRecipe(Recipe):
     def _generate(self, batch):
         requests = []
         for j, (images, prompt) in enumerate(batch):
-            if len(images) > self.images_per_prompt:
-                key = "max_images" if self.settings.get("max_images") else "vllm_max_images"
+            if len(images) > self.images_per_prompt:  # (with max_images set, samples are cut to it)
                 raise ConfigError(f"backbone {self.spec.name!r} on vLLM: a sample has {len(images)} images but the "
                                   f"engine admits {self.images_per_prompt} per prompt; raise "
-                                  f"backbone_settings.{self.spec.name}.{key} (or set max_images to cut samples)")
+                                  f"backbone_settings.{self.spec.name}.vllm_max_images (or set max_images to cut "
+                                  f"samples)")
             text = self.render(prompt, len(images))
             self.note(j, text)
             requests.append({"prompt": text, "multi_modal_data": {"image": self.images_of(images)}})
-        start = time.perf_counter()
         # The chat template already starts with the BOS token: the processor must not add another
         # (the hf recipe calls it with add_special_tokens=False too).
         outs = self.llm.generate(requests, self.sampling_params(), use_tqdm=False,
@@ -201,11 +190,18 @@ class VLLMRecipe(Recipe):
         texts = []
         for o in outs:
             ids = list(o.outputs[0].token_ids)
+            if o.outputs[0].finish_reason == "length" and len(ids) < self.max_new_tokens:
+                # vLLM stops an answer silently where prompt + answer reach max_model_len; the hf
+                # recipe would have gone on, so the two backends would differ.
+                raise ConfigError(f"backbone {self.spec.name!r} on vLLM: a prompt of {len(o.prompt_token_ids)} "
+                                  f"tokens leaves {len(ids)} of the {self.max_new_tokens} new tokens asked for "
+                                  f"within max_model_len {self.engine_args.get('max_model_len')}; raise "
+                                  f"backbone_settings.{self.spec.name}.max_model_len to at least "
+                                  f"{len(o.prompt_token_ids) + self.max_new_tokens}")
             cut = next((k for k, t in enumerate(ids) if t in eos), None)
             ids = ids if cut is None else ids[:cut]
             self.stats["new_tokens"] += len(ids) + (cut is not None)
             texts.append(self.tokenizer.decode(ids, skip_special_tokens=True).strip())
-        self.stats["vllm_seconds"] = self.stats.get("vllm_seconds", 0.0) + time.perf_counter() - start
         return check_outputs(texts, len(batch), f"backbone {self.spec.name!r} on vLLM")
 
     def describe(self) -> dict:

@@ -7,7 +7,8 @@ Gemma 3 classes for the whole process, so the hf and vllm recipes of the same ar
 run in a process of their own (as each generation job does). Generates the report task on
 SAMPLES and the VQA task on the same images, with one backbone load per task; with
 ``"check_limit": true`` also calls the report generator on one sample with one image more
-than ``vllm_max_images`` and records the error.
+than ``vllm_max_images`` and records the error; with ``"check_model_len": N`` also starts an
+engine with ``max_model_len`` N and records the error of a prompt that leaves too little room.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def main():
 
     model_dir, backend, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     check_limit = extra.pop("check_limit", False)
+    check_model_len = extra.pop("check_model_len", None)
     settings = {"model": model_dir, "device": "cpu", "dtype": "fp32", "backend": backend, **extra}
     imgs = images()
     result = {}
@@ -79,6 +81,13 @@ def main():
             result["limit_error"] = None
         except Exception as e:  # the error the test expects
             result["limit_error"] = f"{type(e).__name__}: {e}"
+    if check_model_len:
+        short = backbones.load("medgemma", {**settings, "use_indication": True, "max_model_len": check_model_len})
+        try:
+            short(imgs, INDICATIONS)
+            result["model_len_error"] = None
+        except Exception as e:  # the error the test expects
+            result["model_len_error"] = f"{type(e).__name__}: {e}"
     print("RESULT " + json.dumps(result, default=str))
 
 

@@ -45,7 +45,7 @@ def _run(model_dir, backend: str, **extra) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(medgemma_dir):
-    return {"hf": _run(medgemma_dir, "hf"), "vllm": _run(medgemma_dir, "vllm", check_limit=True)}
+    return {"hf": _run(medgemma_dir, "hf"), "vllm": _run(medgemma_dir, "vllm", check_limit=True, check_model_len=70)}
 
 
 def test_same_prompts_same_model_input(runs):
@@ -75,6 +75,13 @@ def test_too_many_images_name_the_setting(runs):
     error = runs["vllm"]["limit_error"]
     assert error.startswith("ConfigError") and "4 images" in error and "admits 3" in error
     assert "backbone_settings.medgemma.vllm_max_images" in error
+
+
+def test_an_answer_cut_by_max_model_len_is_an_error(runs):
+    """vLLM would stop the 63-token prompt's answer after 7 of its 12 tokens, where the hf recipe goes on."""
+    error = runs["vllm"]["model_len_error"]
+    assert error.startswith("ConfigError") and "a prompt of 63 tokens leaves 7 of the 12 new tokens" in error
+    assert "backbone_settings.medgemma.max_model_len to at least 75" in error
 
 
 def test_provenance(runs):
