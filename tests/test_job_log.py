@@ -15,33 +15,37 @@ log = logging.getLogger("radrank.test")
 def _chatty(*, name, barrier, lines):
     for i in range(lines):
         if i == 1:
-            barrier.wait()  # both jobs are logging at the same time
+            barrier.wait()  # every job is logging at the same time
         log.info("%s line %d", name, i)
 
 
 def test_concurrent_jobs_log_to_their_own_files(tmp_path):
+    """Eight jobs of different lengths, five times over: jobs end (and drop their handlers) while the
+    others are still logging, which is when a line used to be lost."""
     root_handlers = logging.getLogger().handlers[:]
-    barrier = threading.Barrier(2)
-    errors = []
+    for rep in range(5):
+        lines = {f"j{rep}{k}": 20 + 30 * k for k in range(8)}
+        barrier = threading.Barrier(len(lines))
+        errors = []
 
-    def job(name):
-        try:
-            jobs.run_logged(_chatty, rule=f"rule_{name}", log_path=tmp_path / f"{name}.log", name=name,
-                            barrier=barrier, lines=50)
-        except BaseException as e:  # noqa: BLE001 (reported by the assertion below)
-            errors.append(e)
+        def job(name):
+            try:
+                jobs.run_logged(_chatty, rule=f"rule_{name}", log_path=tmp_path / f"{name}.log", name=name,
+                                barrier=barrier, lines=lines[name])
+            except BaseException as e:  # noqa: BLE001 (reported by the assertion below)
+                errors.append(e)
 
-    threads = [threading.Thread(target=job, args=(name,)) for name in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    for name, other in (("a", "b"), ("b", "a")):
-        text = (tmp_path / f"{name}.log").read_text()
-        assert text.count(f"INFO radrank.test: {name} line") == 50
-        assert f"{other} line" not in text
-    assert logging.getLogger().handlers == root_handlers  # nothing left behind in the shared process
+        threads = [threading.Thread(target=job, args=(name,)) for name in lines]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        for name, n in lines.items():
+            text = (tmp_path / f"{name}.log").read_text()
+            assert text.count(f"INFO radrank.test: {name} line") == n
+            assert text.count(" line ") == n  # no other job's line
+        assert logging.getLogger().handlers == root_handlers  # nothing left behind in the shared process
 
 
 def _bad_input():

@@ -9,6 +9,7 @@ one thread per job); the others through a thin script in scripts/ in their own e
 from __future__ import annotations
 
 import logging
+import threading
 from contextlib import contextmanager
 
 from radrank import io, metrics, provenance
@@ -24,36 +25,72 @@ class JobFailed(Exception):
     """A job failed; the message is the one line its log ends with."""
 
 
+class _ThreadRouter(logging.Handler):
+    """One root handler that hands each record to the handlers of the job running in the record's thread.
+
+    Jobs sharing a process register and unregister their handlers here instead of adding them to
+    the root logger: a handler removed from the root's list while another thread walks that list
+    makes the walk skip the next handler, and a concurrent job lost a line that way.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.jobs: dict[int, list] = {}
+
+    def emit(self, record):
+        for handler in self.jobs.get(record.thread, ()):
+            if record.levelno >= handler.level:
+                handler.handle(record)
+
+
+_ROUTER = _ThreadRouter()
+_ROUTER_LOCK = threading.Lock()
+
+
 @contextmanager
 def job_log(log_path=None, *, this_thread_only=False):
     """Log records to the job's log file (if any) and stderr while the job runs.
 
     ``this_thread_only``: the job shares its process with other jobs (Snakemake's ``run:``
-    jobs run in threads of one process), so the handlers take only the records logged by
-    this thread, and the process-wide logging setup is left as it is, apart from radrank's
-    loggers logging INFO. Otherwise the process is the job's: every record of the process,
-    INFO and up, as ``logging.basicConfig`` would.
+    jobs run in threads of one process), so the job's handlers take only the records logged
+    by this thread (through one shared root handler, :class:`_ThreadRouter`), and the
+    process-wide logging setup is left as it is, apart from radrank's loggers logging INFO.
+    Otherwise the process is the job's: every record of the process, INFO and up, as
+    ``logging.basicConfig`` would.
     """
     import sys
-    import threading
 
     handlers = [logging.StreamHandler(sys.stderr)]
     if log_path:
         handlers.append(logging.FileHandler(log_path, mode="w"))
-    thread = threading.get_ident()
     for handler in handlers:
         handler.setFormatter(logging.Formatter(FORMAT))
-        if this_thread_only:
-            handler.addFilter(lambda record: record.thread == thread)
     root = logging.getLogger()
-    (log if this_thread_only else root).setLevel(logging.INFO)
-    for handler in handlers:
-        root.addHandler(handler)
+    if not this_thread_only:
+        root.setLevel(logging.INFO)
+        for handler in handlers:
+            root.addHandler(handler)
+        try:
+            yield
+        finally:
+            for handler in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        return
+    thread = threading.get_ident()
+    log.setLevel(logging.INFO)
+    with _ROUTER_LOCK:
+        _ROUTER.jobs[thread] = handlers
+        if len(_ROUTER.jobs) == 1:  # the first job of the process now: route through the root logger
+            root.addHandler(_ROUTER)
     try:
         yield
     finally:
+        with _ROUTER_LOCK:
+            del _ROUTER.jobs[thread]
+            if not _ROUTER.jobs:  # no job left whose records could be skipped
+                root.removeHandler(_ROUTER)
         for handler in handlers:
-            root.removeHandler(handler)
             handler.close()
 
 
