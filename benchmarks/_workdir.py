@@ -28,9 +28,12 @@ def revision(rev: str):
 def make(work: Path, *, models: int, datasets: int, cases: int, metrics: list | None = None, seed: int = 0,
          bootstrap_n: int | None = None, repo: Path = REPO) -> Path:
     """Copy the workflow to ``work`` with ``models`` ReXrank JSON submissions of ``cases`` cases for each of
-    ``datasets`` datasets (both splits). Texts come from benchmarks/_synthetic.py when ``cases`` > 5.
+    ``datasets`` datasets (both splits). Texts come from tests/synthetic.py when ``cases`` > 5.
     ``repo``: the checkout to copy (another revision's files, for a reference measured in the same run)."""
-    from _synthetic import leaderboard
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from synthetic import leaderboard
 
     for name in (n for n in COPY if (repo / n).exists()):  # an older revision may lack some
         (shutil.copytree if (repo / name).is_dir() else shutil.copy2)(

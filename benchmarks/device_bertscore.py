@@ -10,7 +10,7 @@ locally trained tokenizers —
 * CheXbert: bert-base-uncased shape, 12 layers (WordPiece, uncased) + 14 heads,
   saved as upstream's ``chexbert.pth``;
 
-— scores synthetic 20-90-word report pairs (benchmarks/_synthetic.py) through
+— scores synthetic 20-90-word report pairs (tests/synthetic.py) through
 radrank's real ``bertscore`` and ``semb`` code, and prints pairs/s in fp32 and
 bf16, and the largest |bf16 − fp32|. When ``bert_score`` is importable (and
 ``--library`` is not ``off``) it also times the library as ReXrank calls it
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for p in (ROOT / "src", ROOT / "benchmarks", ROOT / "tests" / "envs" / "rexrank"):
+for p in (ROOT / "src", ROOT / "tests", ROOT / "tests" / "envs" / "rexrank"):
     sys.path.insert(0, str(p))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
@@ -46,10 +46,10 @@ def log(msg: str):
 
 
 def build_models(workdir: Path, seed: int = 0) -> dict:
-    import _synthetic
+    import synthetic
     import tiny_models
 
-    train = tiny_models.corpus(3000, seed=seed) + list(_synthetic.FINDINGS) + list(_synthetic.IMPRESSIONS)
+    train = tiny_models.corpus(3000, seed=seed) + list(synthetic.FINDINGS) + list(synthetic.IMPRESSIONS)
     t = time.perf_counter()
     roberta = tiny_models.build_roberta(workdir / "distilroberta-base", hidden=768, layers=6, heads=12,
                                         intermediate=3072, vocab_size=1000, max_length=512, seed=seed,
@@ -70,28 +70,29 @@ def _sync(device: str):
         torch.cuda.synchronize()
 
 
-def time_metric(name: str, module, pairs, settings: dict, warm: int) -> dict:
+def time_metric(metric, pairs, settings, warm: int) -> dict:
     """Cold call on ``warm`` pairs (loads the model), then the timed call on all pairs."""
+    from radrank import metrics
     from radrank.metrics import _hf
+    from radrank.runtime import Runtime
 
-    device = _hf.device_of(settings.get("device"))
+    device = _hf.device_of(settings.device)
     t = time.perf_counter()
-    module.score(pairs.iloc[:warm].reset_index(drop=True), settings, {})
+    metrics.score(metric.name, pairs.iloc[:warm].reset_index(drop=True), settings)
     _sync(device)
     cold = time.perf_counter() - t
-    for labeler in list(_hf._CACHE.values()):  # SembScore would reuse the warm-up's CLS vectors
-        if hasattr(labeler, "memo"):
-            labeler.memo.clear()
+    if hasattr(metric, "labeler"):  # SembScore would reuse the warm-up's CLS vectors
+        metric.labeler(settings, Runtime()).memo.clear()
     t = time.perf_counter()
-    out = module.score(pairs, settings, {})
+    out = metrics.score(metric.name, pairs, settings)
     _sync(device)
     elapsed = time.perf_counter() - t
     rate = len(pairs) / elapsed
     col = out.columns[1]
-    log(f"{name:<10} {settings.get('dtype', 'fp32'):<5} batch {settings.get('batch_size')}: {len(pairs)} pairs "
+    log(f"{metric.name:<10} {settings.dtype:<5} batch {settings.batch_size}: {len(pairs)} pairs "
         f"in {elapsed:.2f} s = {rate:,.0f} pairs/s (cold start on {warm} pairs: {cold:.1f} s); "
         f"{col} mean {out[col].mean():.4f}, range [{out[col].min():.4f}, {out[col].max():.4f}]")
-    return {"metric": name, "dtype": settings.get("dtype", "fp32"), "batch_size": settings.get("batch_size"),
+    return {"metric": metric.name, "dtype": settings.dtype, "batch_size": settings.batch_size,
             "pairs": len(pairs), "seconds": elapsed, "pairs_per_s": rate, "cold_seconds": cold, "scores": out}
 
 
@@ -149,8 +150,9 @@ def main(argv=None):
     import torch
     import transformers
 
-    import _synthetic
+    import synthetic
     from radrank.metrics import _hf, bertscore, semb
+    from radrank.runtime import Runtime, clear_models
 
     device = _hf.device_of(args.device)
     log(f"torch {torch.__version__}, transformers {transformers.__version__}, device {device}"
@@ -160,7 +162,7 @@ def main(argv=None):
     torch.backends.cudnn.allow_tf32 = False
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="radrank-bench-"))
     models = build_models(workdir)
-    pairs = _synthetic.pairs_table(args.n)[["sample_id", "reference", "hypothesis"]]
+    pairs = synthetic.pairs_table(args.n)[["sample_id", "reference", "hypothesis"]]
     words = pairs["reference"].str.split().str.len().tolist() + pairs["hypothesis"].str.split().str.len().tolist()
     log(f"{len(pairs)} pairs, {pairs['reference'].nunique() + pairs['hypothesis'].nunique()} distinct texts, "
         f"{np.mean(words):.1f} words per report (min {min(words)}, max {max(words)})")
@@ -171,8 +173,10 @@ def main(argv=None):
     results = {"device": device, "torch": torch.__version__, "transformers": transformers.__version__,
                "n_pairs": len(pairs), "runs": []}
 
-    bs_settings = {**bertscore.SPEC.settings, "model": str(models["roberta"]), "device": device}
-    enc = bertscore._encoder(bs_settings)
+    bs_settings = bertscore.METRIC.settings({"model": str(models["roberta"]), "device": device})
+    runtime = Runtime()
+    model_ref = bertscore.METRIC.weights(bs_settings)[0]
+    enc = bertscore._encoder(bs_settings, runtime.resolve(model_ref).directory, runtime)
     lengths = [len(x) for x in enc.tokenize([bertscore.prepare(t) for t in pairs["reference"].tolist()[:2000]])]
     log(f"bertscore tokens per reference (first 2000): mean {np.mean(lengths):.1f}, max {max(lengths)}")
     by_dtype = {}
@@ -180,10 +184,10 @@ def main(argv=None):
         sizes = [int(b) for b in args.batch_sizes.split(",")] if dtype == "fp32" else [max(
             int(b) for b in args.batch_sizes.split(","))]
         for bs in sizes:
-            r = time_metric("bertscore", bertscore, pairs, {**bs_settings, "dtype": dtype, "batch_size": bs}, warm)
+            r = time_metric(bertscore.METRIC, pairs, bs_settings.replace(dtype=dtype, batch_size=bs), warm)
             by_dtype.setdefault(dtype, r["scores"])
             results["runs"].append({k: v for k, v in r.items() if k != "scores"})
-        _hf.clear_cache()
+        clear_models()
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     if "fp32" in by_dtype and "bf16" in by_dtype:
@@ -197,14 +201,14 @@ def main(argv=None):
         results["library"] = run_library(pairs, models["roberta"], workdir, device, by_dtype["fp32"])
 
     if not args.skip_semb:
-        cx = {**semb.SPEC.settings, "checkpoint": str(models["checkpoint"]), "tokenizer": str(models["bert"]),
-              "device": device, "batch_size": args.semb_batch_size}
+        cx = semb.METRIC.settings({"checkpoint": str(models["checkpoint"]), "tokenizer": str(models["bert"]),
+                                   "device": device, "batch_size": args.semb_batch_size})
         semb_by_dtype = {}
         for dtype in dtypes:
-            r = time_metric("semb", semb, pairs, {**cx, "dtype": dtype}, warm)
+            r = time_metric(semb.METRIC, pairs, cx.replace(dtype=dtype), warm)
             semb_by_dtype[dtype] = r["scores"]
             results["runs"].append({k: v for k, v in r.items() if k != "scores"})
-            _hf.clear_cache()
+            clear_models()
         if "fp32" in semb_by_dtype and "bf16" in semb_by_dtype:
             dev = float(np.abs(semb_by_dtype["bf16"]["semb_score"] - semb_by_dtype["fp32"]["semb_score"]).max())
             log(f"semb bf16 vs fp32: max |diff| per pair {dev:.3g}")

@@ -172,7 +172,8 @@ def measure_hf(args, model_dir, samples, indications, batch_sizes, max_new) -> d
 
 
 def measure_vllm(args, model_dir, samples, indications, max_new) -> dict:
-    from radrank import backbones, engine
+    from radrank import backbones
+    from radrank.runtime.loaders import vllm_version
 
     images = max(len(s) for s in samples)
     t = time.perf_counter()
@@ -184,7 +185,7 @@ def measure_vllm(args, model_dir, samples, indications, max_new) -> dict:
     recipe = gen.recipe
     recipe.ignore_eos = True  # fixed-length outputs, as the hf run
     used = recipe.engine_args
-    log(f"vllm: engine started in {time.perf_counter() - t:.1f} s ({engine.vllm_version()}, model_impl "
+    log(f"vllm: engine started in {time.perf_counter() - t:.1f} s ({vllm_version()}, model_impl "
         f"{used['model_impl']}, {used['dtype']})")
     t = time.perf_counter()
     gen(samples[: min(2, len(samples))], indications[: min(2, len(samples))])
@@ -193,7 +194,7 @@ def measure_vllm(args, model_dir, samples, indications, max_new) -> dict:
     out = gen(samples, indications)
     row = _row("vllm (one request list)", {"max_num_seqs": args.max_num_seqs}, out, samples,
                recipe.stats["new_tokens"], time.perf_counter() - t, args.device_resolved)
-    return {"vllm": engine.vllm_version(), "model_impl": used["model_impl"], "results": [row],
+    return {"vllm": vllm_version(), "model_impl": used["model_impl"], "results": [row],
             "example_output": out[0][:200]}
 
 
@@ -245,7 +246,7 @@ def main(argv=None):
     import torch
     import transformers
 
-    from radrank.backbones.base import device_of
+    from radrank.devices import device_of
 
     args.device_resolved = device = device_of(args.device)
     args.visible = visible = torch.cuda.device_count() if torch.cuda.is_available() else 0

@@ -70,19 +70,21 @@ def tiny_configs():
 def run_vllm(config, architecture, ids, new_tokens, dtype_name, args, what):
     """vLLM on a random-weight model of ``config`` (load_format dummy), every answer full length."""
     from radrank import engine
+    from radrank.runtime import loaders
 
     with tempfile.TemporaryDirectory() as tmp:
         config.architectures = [architecture]  # what vLLM reads to pick its model class
         config.save_pretrained(tmp)  # config.json only: vLLM's dummy loader makes the weights
-        settings = {"dtype": dtype_name, "max_model_len": max(len(x) for x in ids) + new_tokens + 8,
-                    "gpu_memory_utilization": args.gpu_memory_utilization, "max_num_seqs": args.max_num_seqs,
-                    "tensor_parallel_size": 1, "cpu_kv_cache_gb": 1.0}
-        eng_args = engine.vllm_engine_args(tmp, settings, cuda_dtype=dtype_name)
+        settings = engine.VLLMSettings.build({
+            "max_model_len": max(len(x) for x in ids) + new_tokens + 8,
+            "gpu_memory_utilization": args.gpu_memory_utilization, "max_num_seqs": args.max_num_seqs,
+            "tensor_parallel_size": 1, "cpu_kv_cache_gb": 1.0})
+        eng_args = engine.vllm_engine_args(tmp, settings, cuda_dtype=dtype_name, dtype_setting=dtype_name)
         eng_args["load_format"] = "dummy"
         t = time.perf_counter()
-        llm = engine.start_vllm(eng_args)
+        llm = loaders.start_vllm(eng_args)
         start_s = time.perf_counter() - t
-        log(f"{what}: vLLM engine started in {start_s:.1f} s ({engine.vllm_version()})")
+        log(f"{what}: vLLM engine started in {start_s:.1f} s ({loaders.vllm_version()})")
         eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
         gen = engine.VLLMGenerator(llm, None, identity={"model": "random"}, eos_token_ids=eos,
                                    max_new_tokens=new_tokens, min_new_tokens=new_tokens)
@@ -98,9 +100,9 @@ def run_vllm(config, architecture, ids, new_tokens, dtype_name, args, what):
                "steady_s": round(steady, 2), "pairs_per_s": round(len(ids) / steady, 2),
                "settings": {k: eng_args.get(k) for k in ("dtype", "max_model_len", "gpu_memory_utilization",
                                                          "max_num_seqs", "enforce_eager", "enable_prefix_caching")},
-               "vllm": engine.vllm_version()}
+               "vllm": loaders.vllm_version()}
         log(f"{what}: vLLM {len(ids)} pairs in {steady:.1f} s → {res['pairs_per_s']} pairs/s")
-        engine._ENGINES.clear()
+        loaders._ENGINES.clear()  # free the engine before the next part starts its own
         del llm, gen
         dj.free()
     return res

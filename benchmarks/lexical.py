@@ -28,8 +28,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _synthetic import pairs_table  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from synthetic import pairs_table  # noqa: E402
 
 from radrank import metrics  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Peak memory (RSS) of the two jobs whose memory grows with the input: lexical scoring and the bootstrap.
 
-Each measurement runs the job's own function (radrank.jobs.score_batch, radrank.jobs.bootstrap) on
+Each measurement runs the job's own code (radrank.jobs.ScoreBatch, radrank.jobs.Bootstrap) on
 synthetic files in a fresh subprocess and reads that process's peak RSS (getrusage ru_maxrss); the
 same process's RSS just before the job (imports done, nothing read) is printed as the reference.
 
@@ -43,10 +43,11 @@ if args.get("chunk"):
 with open("/proc/self/status") as f:
     before = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 if args["job"] == "score_batch":
-    outs = {m: f"{args['out']}/{m}.parquet" for m in args["metrics"]}
-    jobs.score_batch(pairs_path=args["pairs"], settings={}, outs=outs)
+    identities = {m: metrics.get(m).identity(metrics.get(m).settings()) for m in args["metrics"]}
+    jobs.ScoreBatch.from_params({"identities": identities}, {}).run(
+        jobs.Files(pairs=args["pairs"]), jobs.Files({m: f"{args['out']}/{m}.parquet" for m in args["metrics"]}))
 else:
-    jobs.bootstrap(**args["kwargs"])
+    jobs.Bootstrap(**args["job_params"]).run(jobs.Files(args["input"]), jobs.Files(args["output"]))
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"before_mb": before, "peak_mb": peak}))
 '''
@@ -61,9 +62,9 @@ def measure(args: dict) -> dict:
 
 
 def lexical(tmp: Path, n_pairs: int):
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent / "tests"))
     sys.path.insert(0, str(SRC))
-    from _synthetic import pairs_table
+    from synthetic import pairs_table
 
     from radrank import io, metrics, provenance
     from radrank.metrics.base import PAIR_CHUNK
@@ -72,7 +73,7 @@ def lexical(tmp: Path, n_pairs: int):
     path = tmp / "pairs.parquet"
     io.write_parquet(pairs, path, provenance.record("pairs", dataset="synthetic", split="findings", model="m",
                                                     n_pairs=len(pairs)))
-    declared = max(metrics.get(m).resources.mem_mb for m in LEXICAL)
+    declared = max(metrics.get(m).resources(metrics.get(m).settings()).mem_mb for m in LEXICAL)
     print(f"lexical batch job (bleu2, bleu4, rouge), {n_pairs:,} pairs "
           f"({pairs['reference'].nunique():,} distinct references, {pairs['hypothesis'].nunique():,} hypotheses)")
     for label, chunk in ((f"in chunks of {PAIR_CHUNK:,} pairs", None), ("in one chunk (reference)", n_pairs + 1)):
@@ -85,7 +86,7 @@ def lexical(tmp: Path, n_pairs: int):
 
 
 def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
-    """Score, pairs and drop files of ``n_models`` models, as the bootstrap job reads them."""
+    """Score, pairs and drop files of ``n_models`` models, as the bootstrap job reads them (its input lists)."""
     import numpy as np
     import pandas as pd
 
@@ -93,7 +94,7 @@ def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
     from radrank.metrics import bleu4
 
     rng = np.random.default_rng(n_models)
-    score_paths, pairs_paths, drops_paths = {}, {}, {}
+    scores, pairs_paths, drops_paths = [], [], []
     for m in range(n_models):
         keep = np.ones(n_cases, dtype=bool)
         if m % 3 == 1:
@@ -108,17 +109,16 @@ def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
                                    **{c: rng.integers(0, 40, k) for c in bleu4.STATS}}),
             "rouge": pd.DataFrame({"sample_id": ids, **{c: rng.random(k) for c in ("rouge1", "rouge2", "rougeL")}}),
         }
-        score_paths[f"m{m:03d}"] = []
         for name, frame in frames.items():
             io.write_parquet(frame, folder / f"{name}.parquet", {"metric": name})
-            score_paths[f"m{m:03d}"].append(str(folder / f"{name}.parquet"))
+            scores.append(str(folder / f"{name}.parquet"))
         text = "Findings: the lungs are clear. No pleural effusion or pneumothorax."
         pairs = pd.DataFrame({"sample_id": ids, "reference": text, "hypothesis": text})
         io.write_parquet(pairs, folder / "pairs.parquet")
-        pairs_paths[f"m{m:03d}"] = str(folder / "pairs.parquet")
+        pairs_paths.append(str(folder / "pairs.parquet"))
         io.write_csv(pd.DataFrame({"sample_id": [], "reason": [], "action": []}), folder / "drops.csv")
-        drops_paths[f"m{m:03d}"] = str(folder / "drops.csv")
-    return {"score_paths": score_paths, "pairs_paths": pairs_paths, "drops_paths": drops_paths}
+        drops_paths.append(str(folder / "drops.csv"))
+    return {"scores": scores, "pairs": pairs_paths, "drops": drops_paths}
 
 
 def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
@@ -131,13 +131,14 @@ def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
     for n_models in models:
         folder = tmp / f"boot{n_models}"
         folder.mkdir()
-        files = bootstrap_files(folder, n_models, n_cases)
-        kwargs = {**files, "dataset": "synthetic", "split": "findings", "metric_names": list(LEXICAL),
-                  "n_boot": n_boot, "seed": 0, "level": 0.95, "out_replicates": str(folder / "replicates.parquet"),
-                  "out_summary": str(folder / "summary.parquet"),
-                  "out_comparisons": str(folder / "comparisons.parquet"),
-                  "out_comparisons_csv": str(folder / "comparisons.csv"), "out_model_files": str(folder / "summary")}
-        got = measure({"job": "bootstrap", "kwargs": kwargs, "metrics": list(LEXICAL)})
+        params = {"dataset": "synthetic", "split": "findings", "models": [f"m{m:03d}" for m in range(n_models)],
+                  "metrics": list(LEXICAL), "n": n_boot, "seed": 0, "level": 0.95}
+        output = {name: str(folder / file) for name, file in (
+            ("replicates", "replicates.parquet"), ("summary", "summary.parquet"),
+            ("comparisons", "comparisons.parquet"), ("comparisons_csv", "comparisons.csv"),
+            ("model_files", "summary"))}
+        got = measure({"job": "bootstrap", "job_params": params, "input": bootstrap_files(folder, n_models, n_cases),
+                       "output": output, "metrics": list(LEXICAL)})
         declared = memory_mb(n_models, LEAVES, n_boot)
         rows.append((n_models, got["peak_mb"] - got["before_mb"]))
         print(f"  {n_models:4d} models: peak {got['peak_mb']:6.0f} MB (before the job {got['before_mb']:.0f} MB), "

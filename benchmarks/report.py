@@ -1,6 +1,6 @@
 """Report build time, memory and page size at leaderboard scale.
 
-Writes synthetic workflow outputs (``_synthetic.write_workflow_outputs``: pairs, drop lists, per-sample
+Writes synthetic workflow outputs (``tests/synthetic.py``'s ``write_workflow_outputs``: pairs, drop lists, per-sample
 score files for the ReXrank panel plus GREEN with its judge's analysis, then statistics, rank
 distributions and leaderboards computed by radrank's own jobs) for M models × S splits × N pairs,
 then runs the report job (``radrank.jobs.report``) in a fresh Python process pinned to 2 cores, as
@@ -26,7 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
-sys.path[:0] = [str(HERE), str(SRC)]
+TESTS = HERE.parent / "tests"
+sys.path[:0] = [str(TESTS), str(SRC)]
 
 PANEL = ("bleu2", "bleu4", "rouge", "bertscore", "semb", "radgraph", "radcliq", "green")
 SPLITS = ("findings", "reports", "vqa")
@@ -69,8 +70,8 @@ def main(argv=None):
         start = time.perf_counter()
         # written by a child process, so that this one stays small: a forked child's peak memory would
         # otherwise count this process's pages
-        write = (f"import json, sys; sys.path[:0] = [{str(HERE)!r}, {str(SRC)!r}]; "
-                 f"from _synthetic import write_workflow_outputs; "
+        write = (f"import json, sys; sys.path[:0] = [{str(TESTS)!r}, {str(SRC)!r}]; "
+                 f"from synthetic import write_workflow_outputs; "
                  f"layout = write_workflow_outputs({str(root)!r}, n_models={args.models}, n_cases={args.pairs}, "
                  f"splits={SPLITS[:args.splits]!r}, metric_names={PANEL!r}, n_boot={args.n_boot}); "
                  f"open({str(root / 'layout.json')!r}, 'w').write(json.dumps(layout))")
@@ -81,14 +82,17 @@ def main(argv=None):
               f"{len(PANEL)} metrics ({', '.join(PANEL)}), {args.n_boot} resamples "
               f"[{time.perf_counter() - start:.0f} s to write]")
         job = {"layout": layout, "bootstrap": {"n": args.n_boot, "seed": 0, "level": 0.95},
-               "empty_hypothesis": "score", "cases": args.cases, "out_markdown": str(root / "report/report.md"),
-               "out_html": str(root / "report/report.html"), "out_figures": str(root / "report/figures")}
+               "empty_hypothesis": "score", "cases": args.cases,
+               "out": {name: str(root / "report" / file) for name, file in
+                       (("markdown", "report.md"), ("html", "report.html"), ("figures", "figures"))}}
         (root / "job.json").write_text(json.dumps(job))
         # bytecode is written by the warm-up run, as on any installed environment after its first job
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
         run = (f"import json, logging; from radrank import jobs; logging.disable(logging.INFO); "
-               f"jobs.report(**json.load(open({str(root / 'job.json')!r})))")
+               f"j = json.load(open({str(root / 'job.json')!r})); "
+               f"jobs.Report.of_layout(j['layout'], bootstrap=j['bootstrap'], empty_hypothesis=j['empty_hypothesis'], "
+               f"cases=j['cases']).write(j['layout'], [], jobs.Files(j['out']))")
         _child(run, env)  # warm-up
         imports = min(_child(IMPORTS, env) for _ in range(args.repeat))
         runs = [_child(run, env) for _ in range(args.repeat)]

@@ -14,15 +14,15 @@ for env_name in PLAN.generation_envs():
         wildcard_constraints:
             model="|".join(PLAN.generated_models(env_name)),
         params:
-            job=generation_job,
+            job=lambda w: PLAN.generation_job(w.dataset, w.split, w.model, w.shard).params(),
         resources:
-            gpu=generation_gpus,
+            gpu=lambda w: PLAN.generation_of(w.dataset, w.model).gpus,
             mem_mb=16000,
             runtime=240,
         conda:
             f"../envs/{env_name}.yaml"
         envmodules:
-            f"radrank/{env_name}"
+            f"radrank/{env_name}",
         script:
             "../scripts/generate.py"
 
@@ -38,8 +38,10 @@ if PLAN.generations():
             drops=f"{GENERATED}.drops.csv",
         log:
             "logs/generate/{dataset}/{split}/{model}.merge.log",
+        params:
+            job=jobs.MergeGenerated().params(),
         resources:
             mem_mb=2000,
             runtime=10,
         run:
-            rule_calls.merge_generated(rule, input, output, params, wildcards, log)
+            jobs.run_in_process(jobs.MergeGenerated, rule, params, input, output, log, config)

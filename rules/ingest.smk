@@ -10,9 +10,9 @@ rule ingest:
     wildcard_constraints:
         split="findings|reports|vqa",  # metaeval pairs come from rule metaeval_pairs
     params:
-        job=ingest_job,
+        job=lambda w: PLAN.ingest_job(w.dataset, w.split, w.model).params(),
     resources:
         mem_mb=2000,
         runtime=10,
     run:
-        rule_calls.ingest(rule, input, output, params, wildcards, log)
+        jobs.run_in_process(jobs.Ingest, rule, params, input, output, log, config)

@@ -2,7 +2,11 @@ rule leaderboard:
     """One leaderboard per dataset × split, ranked by RadCliQ-v1 (or the configured fallback), with the
     rank distribution over the shared bootstrap resamples."""
     input:
-        unpack(leaderboard_inputs),
+        summary=f"{STATS}/summary.parquet",
+        replicates=f"{STATS}/replicates.parquet",
+        comparisons=f"{STATS}/comparisons.parquet",
+        drops=lambda w: each_model(DROPS, w),
+        **({"models_sheet": config["models"]} if config["models"] else {}),
     output:
         board=report(
             LEADERBOARD,
@@ -15,12 +19,9 @@ rule leaderboard:
     log:
         "logs/leaderboard/{dataset}_{split}.log",
     params:
-        drops=drops_by_model,
-        models_sheet=config["models"],
-        ranking=ranking,
-        level=config["bootstrap"]["level"],
+        job=lambda w: PLAN.leaderboard_job(w.dataset, w.split).params(),
     resources:
         mem_mb=1000,
         runtime=5,
     run:
-        rule_calls.leaderboard(rule, input, output, params, wildcards, log)
+        jobs.run_in_process(jobs.Leaderboard, rule, params, input, output, log, config)

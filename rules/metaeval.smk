@@ -6,25 +6,26 @@
 rule metaeval_pairs:
     """Read one human-judged set into canonical pairs and its item table (judgements, categories)."""
     input:
-        unpack(metaeval_files),
+        unpack(lambda w: PLAN.metaeval_sets[w.metaeval_set].files),
     output:
         pairs=METAEVAL_PAIRS,
         item_table=f"{METAEVAL}/items.parquet",
     log:
         "logs/metaeval/{metaeval_set}/pairs.log",
     params:
-        job=metaeval_pairs_job,
+        job=lambda w: PLAN.metaeval_pairs_job(w.metaeval_set).params(),
     resources:
         mem_mb=2000,
         runtime=10,
     run:
-        rule_calls.metaeval_pairs(rule, input, output, params, wildcards, log)
+        jobs.run_in_process(jobs.MetaevalPairs, rule, params, input, output, log, config)
 
 
 rule metaeval_agreement:
     """Agreement of every metric leaf with the set's judgements, bootstrap intervals, metric comparisons."""
     input:
-        unpack(metaeval_agreement_inputs),
+        item_table=f"{METAEVAL}/items.parquet",
+        scores=metaeval_scores,
     output:
         scores=f"{METAEVAL}/scores.parquet",
         agreement=f"{METAEVAL}/agreement.csv",
@@ -32,12 +33,12 @@ rule metaeval_agreement:
     log:
         "logs/metaeval/{metaeval_set}/agreement.log",
     params:
-        job=metaeval_agreement_job,
+        job=lambda w: PLAN.metaeval_agreement_job(w.metaeval_set).params(),
     resources:
         mem_mb=4000,
         runtime=30,
     run:
-        rule_calls.metaeval_agreement(rule, input, output, params, wildcards, log)
+        jobs.run_in_process(jobs.MetaevalAgreement, rule, params, input, output, log, config)
 
 
 rule metaeval:

@@ -1,16 +1,16 @@
 rule report:
     """The report people open first (plots, rank uncertainty, drill-down to the cases) over every leaderboard."""
     input:
-        report_inputs,
+        unpack(report_inputs),
     output:
-        markdown="results/report/report.md",
+        markdown=f"{REPORT}/report.md",
         html=report(
-            "results/report/report.html",
+            f"{REPORT}/report.html",
             caption="../report/report.rst",
             category="Report",
         ),
         figures=report(
-            directory("results/report/figures"),
+            directory(f"{REPORT}/figures"),
             patterns=["{dataset}/{split}/{figure}.svg"],
             caption="../report/figure.rst",
             category="Figures",
@@ -20,15 +20,9 @@ rule report:
     log:
         "logs/report.log",
     params:
-        layout=report_layout,
-        bootstrap=config["bootstrap"],
-        empty_hypothesis=config["empty_hypothesis"],
-        cases=config["report"]["cases"],
-        metaeval=metaeval_agreement_files,
-        # shown in the provenance section: the report is the one output that describes the whole run
-        config_hash=provenance.stable_hash(config),
+        job=PLAN.report_job().params(),
     resources:
-        mem_mb=report_mem_mb,
+        mem_mb=PerAttempt(PLAN.report_mem_mb()),
         runtime=30,
     run:
-        rule_calls.report(rule, input, output, params, wildcards, log)
+        jobs.run_in_process(jobs.Report, rule, params, input, output, log, config)

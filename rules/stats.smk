@@ -3,7 +3,9 @@ rule bootstrap:
     and every model's RadHarmony-style result files (written here, so adding a model reruns one job
     per group instead of every model's summary)."""
     input:
-        unpack(stats_inputs),
+        scores=group_scores,
+        pairs=lambda w: each_model(PAIRS, w),
+        drops=lambda w: each_model(DROPS, w),
     output:
         replicates=f"{STATS}/replicates.parquet",
         summary=f"{STATS}/summary.parquet",
@@ -13,13 +15,9 @@ rule bootstrap:
     log:
         "logs/stats/{dataset}/{split}.log",
     params:
-        score_paths=score_paths_by_model,
-        pairs=pairs_by_model,
-        drops=drops_by_model,
-        metrics=split_metrics,
-        bootstrap=config["bootstrap"],
+        job=lambda w: PLAN.bootstrap_job(w.dataset, w.split).params(),
     resources:
-        mem_mb=bootstrap_mem_mb,
+        mem_mb=PerAttempt(lambda w: PLAN.bootstrap_mem_mb(w.dataset, w.split)),
         runtime=30,
     run:
-        rule_calls.bootstrap(rule, input, output, params, wildcards, log)
+        jobs.run_in_process(jobs.Bootstrap, rule, params, input, output, log, config)

@@ -7,5 +7,4 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
     from radrank import jobs  # noqa: E402
 
-    sm = snakemake  # noqa: F821
-    jobs.run_rule(sm, jobs.generate_shard, **sm.params.job, out_pairs=sm.output.pairs, out_drops=sm.output.drops)
+    jobs.run_script(snakemake, jobs.Generate)  # noqa: F821

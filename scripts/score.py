@@ -7,7 +7,4 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
     from radrank import jobs  # noqa: E402
 
-    sm = snakemake  # noqa: F821
-    required = {name: path for name, path in sm.input.items() if name != "pairs"}
-    jobs.run_rule(sm, jobs.score, metric=sm.params.metric, pairs_path=sm.input.pairs, required=required,
-                  settings=sm.params.identity["settings"], out=sm.output[0], shard=sm.params.shard)
+    jobs.run_script(snakemake, jobs.Score)  # noqa: F821

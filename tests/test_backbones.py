@@ -1,30 +1,53 @@
 """The generation-backbone registry and the generator / answerer contracts (no torch needed).
 
-Registry specs, lazy imports, settings validation, fail-fast missing weights with
-the config key, the trust_remote_code allow-list, arity detection of user
-generators and the indication plumbing. The backbones' real recipes run on tiny
-random models in tests/envs/gen-medgemma.
+Registry specs, lazy imports, what the workflow asks of a generation entry (settings, env, gpus,
+samples per call, weights), fail-fast missing weights with the config key, the trust_remote_code
+allow-list, arity detection of user generators and the indication plumbing. The backbones' real
+recipes run on tiny random models in tests/envs/gen-medgemma.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from radrank import backbones
+from radrank import backbones, runtime
 from radrank.backbones.base import (BackboneSpec, CheckedGenerator, Recipe, accepts_indications, as_answerer,
-                                    as_generator, check_outputs, indication_text, merge_settings)
+                                    as_generator, check_outputs, indication_text)
 from radrank.datasets.base import indication_of
 from radrank.errors import ConfigError, MissingWeightsError
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "envs" / "requirements"
+ENTRY = "config 'generation' entry 0 ('mg').settings"  # a `where` as the workflow names a generation entry
+AT = re.escape(ENTRY)
+
+
+@pytest.fixture
+def no_torch_no_network(monkeypatch):
+    """Importing torch or transformers, or opening a connection, fails the test: what runs before them is
+    everything a missing model may cost."""
+    for name in ("torch", "transformers", "huggingface_hub"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import torch` raises ImportError
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a network connection was attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+
+
+def _model_dir(path: Path, **config) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(json.dumps(config))
+    return path
 
 
 # --- registry ---------------------------------------------------------------------------------------
@@ -46,7 +69,8 @@ def test_spec_declares_env_model_resources_and_settings(name):
     for key in ("model", "revision", "dtype", "device", "batch_size", "max_new_tokens", "use_indication"):
         assert key in spec.settings, key
     assert "report" in spec.tasks and set(spec.tasks) <= {"report", "vqa"}
-    assert callable(backbones.module(name).load)
+    assert callable(backbones.REGISTRY.module(name).load)
+    assert backbones.settings(name, {}) == spec.settings  # every default passes its own checks
 
 
 def test_declared_models_tasks_and_remote_code():
@@ -64,10 +88,11 @@ def test_declared_models_tasks_and_remote_code():
     assert backbones.get("llava_rad").settings["max_new_tokens"] == 256
 
 
-def test_importing_the_registry_and_specs_imports_no_torch():
+def test_importing_the_registry_and_asking_it_imports_no_torch():
     code = ("import sys, radrank.backbones as b\n"
-            "[b.get(n) for n in b.names()]\n"
-            "bad = [m for m in ('torch', 'transformers', 'PIL', 'monai') if m in sys.modules]\n"
+            "[(b.get(n), b.settings(n, {}), b.env(n, {}), b.gpus(n, {}), b.weights(n, {}, 'w')) for n in b.names()]\n"
+            "heavy = ('torch', 'transformers', 'PIL', 'monai', 'vllm', 'huggingface_hub')\n"
+            "bad = [m for m in heavy if m in sys.modules]\n"
             "print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120)
@@ -75,71 +100,178 @@ def test_importing_the_registry_and_specs_imports_no_torch():
     assert out.stdout.strip() == "[]"
 
 
-def test_settings_are_validated():
-    spec = backbones.get("medgemma")
-    assert merge_settings(spec, {"batch_size": 2})["batch_size"] == 2
-    with pytest.raises(ConfigError, match=r"no setting\(s\) \['temperature'\].*backbone_settings.medgemma"):
-        merge_settings(spec, {"temperature": 0.7})
-    with pytest.raises(ConfigError, match="batch_size must be a positive integer"):
-        merge_settings(spec, {"batch_size": 0})
-    with pytest.raises(ConfigError, match="max_new_tokens"):
-        merge_settings(spec, {"max_new_tokens": "many"})
-    with pytest.raises(ConfigError, match="model is empty"):
-        merge_settings(spec, {"model": ""})
+# --- what the workflow asks of a generation entry ------------------------------------------------------
 
 
-# --- missing weights: fast, with the config key -----------------------------------------------------
+def test_settings_merge_the_defaults_and_leave_the_values_alone():
+    values = {"batch_size": 2}
+    merged = backbones.settings("medgemma", values, ENTRY)
+    assert merged == {**backbones.get("medgemma").settings, "batch_size": 2}
+    assert values == {"batch_size": 2}
+    assert "backend" not in backbones.settings("maira2", {"backend": "hf"})  # hf: its one backend
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"temperature": 0.7}, r"no setting\(s\) \['temperature'\] \(" + AT + r"\.temperature\)"),
+    ({"batch_size": 0}, AT + r"\.batch_size must be a positive integer, not 0"),
+    ({"max_new_tokens": "many"}, AT + r"\.max_new_tokens must be a positive integer"),
+    ({"max_images": 0}, AT + r"\.max_images must be a positive integer or null"),
+    ({"use_indication": "yes please"}, AT + r"\.use_indication must be true or false, not 'yes please'"),
+    ({"report_prompt": 3}, AT + r"\.report_prompt must be a string"),
+    ({"revision": 7}, AT + r"\.revision must be a string or null"),
+    ({"gpu_memory_utilization": "most"}, AT + r"\.gpu_memory_utilization must be a number"),
+    ({"enforce_eager": "sometimes"}, AT + r"\.enforce_eager must be auto, true or false"),
+    ({"model": ""}, AT + r"\.model is empty"),
+    ({"dtype": "fp8"}, AT + r"\.dtype must be auto, fp32, bf16 or fp16"),
+    ({"device": "gpu0"}, AT + r"\.device: 'gpu0' is not a device"),
+    ({"backend": "tgi"}, AT + r"\.backend must be one of \['hf', 'vllm'\]"),
+    ({"model_impl": "sglang"}, AT + r"\.model_impl must be one of"),
+    ({"backend": "vllm", "tensor_parallel_size": 0}, AT + r"\.tensor_parallel_size must be a positive integer"),
+])
+def test_settings_errors_name_the_key_where_the_config_has_it(values, message):
+    with pytest.raises(ConfigError, match=message):
+        backbones.settings("medgemma", values, ENTRY)
+
+
+def test_settings_default_to_naming_backbone_settings_and_check_each_backbones_rules():
+    with pytest.raises(ConfigError, match=r"backbone_settings\.medgemma\.batch_size must be a positive integer"):
+        backbones.settings("medgemma", {"batch_size": -1})
+    with pytest.raises(ConfigError, match=r"backbone 'maira2' cannot run on vLLM: .*RAD-DINO.*"
+                                          + AT + r"\.backend"):
+        backbones.settings("maira2", {"backend": "vllm"}, ENTRY)
+    with pytest.raises(ConfigError, match=AT + r"\.recipe must be one of \['regions', 'single'\], not 'abcde'"):
+        backbones.settings("chexagent2", {"recipe": "abcde"}, ENTRY)
+    with pytest.raises(ConfigError, match=AT + r"\.regions is empty"):
+        backbones.settings("chexagent2", {"regions": []}, ENTRY)
+    assert backbones.settings("chexagent2", {"recipe": "single", "regions": []})["regions"] == []
+    with pytest.raises(ConfigError, match=AT + r"\.model_base is empty"):
+        backbones.settings("llava_rad", {"model_base": ""}, ENTRY)
+
+
+def test_env_is_the_backbones_family_or_vllm():
+    assert backbones.env("medgemma", {}) == "gen-medgemma"
+    assert backbones.env("medgemma", {"backend": "hf"}) == "gen-medgemma"
+    assert backbones.env("medgemma", backbones.settings("medgemma", {"backend": "vllm"})) == "vllm"
+    assert backbones.env("llava_rad", {}) == "gen-llavarad"
+    assert backbones.env("maira2", {"backend": "hf"}) == "gen-maira2"
+
+
+def test_gpus_are_tensor_parallel_size_on_vllm_only():
+    assert backbones.gpus("medgemma", {}) == 1
+    assert backbones.gpus("medgemma", {"backend": "vllm", "tensor_parallel_size": 4}) == 4
+    assert backbones.gpus("medgemma", {"backend": "hf", "tensor_parallel_size": 4}) == 1
+    assert backbones.gpus("chexagent2", backbones.settings("chexagent2", {})) == 1
+
+
+def test_samples_per_call():
+    vllm = backbones.settings("medgemma", {"backend": "vllm"})
+    assert backbones.samples_per_call("medgemma", {}, None) == 8
+    assert backbones.samples_per_call("medgemma", {}, 3) == 3
+    assert backbones.samples_per_call("medgemma", vllm, None) == 256  # vLLM's continuous batch, by default
+    assert backbones.samples_per_call("medgemma", {**vllm, "max_num_seqs": 64}, None) == 64
+    assert backbones.samples_per_call("medgemma", {"backend": "vllm"}, None) == 256  # configured values only
+    assert backbones.samples_per_call("medgemma", vllm, 5) == 5
+    assert backbones.samples_per_call("maira2", backbones.settings("maira2", {}), None) == 8
+
+
+def test_weights_name_the_entry_and_each_model_setting():
+    where = "config 'generation' entry for 'mg' on 'iu': backbone 'medgemma'"
+    (ref,) = backbones.weights("medgemma", backbones.settings("medgemma", {"revision": "abc123"}), where)
+    assert (ref.owner, ref.key, ref.ref, ref.need, ref.revision) == (where, "settings.model", "google/medgemma-4b-it",
+                                                                       "config", "abc123")
+    model, base = backbones.weights("llava_rad", {"model": "/models/llava-rad"}, "entry", "generation[2].settings")
+    assert (model.ref, model.key, base.ref, base.key) == ("/models/llava-rad", "generation[2].settings.model",
+                                                           "lmsys/vicuna-7b-v1.5", "generation[2].settings.model_base")
+    assert base.revision is None  # the hub revision is the LoRA's
+
+
+def test_weights_feed_the_load_time_check(tmp_path, monkeypatch, no_torch_no_network):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    where = "config 'generation' entry for 'mg' on 'iu': backbone 'medgemma'"
+    (ref,) = backbones.weights("medgemma", {}, where)
+    why = runtime.available(ref)
+    assert why is not None and "not in the Hugging Face cache" in why
+    message = str(ref.missing(why))
+    assert message.startswith(f"{where}: model 'google/medgemma-4b-it' is not available locally")
+    assert "Point config settings.model at a local copy" in message and "hf download google/medgemma-4b-it" in message
+    here = _model_dir(tmp_path / "medgemma")
+    assert [runtime.available(r) for r in backbones.weights("medgemma", {"model": str(here)}, where)] == [None]
+
+
+@pytest.mark.parametrize("name", ["medgemma", "maira2", "chexagent2", "llava_rad"])
+def test_weights_are_exactly_what_load_resolves(name, tmp_path, monkeypatch):
+    from radrank.backbones import llava_rad
+
+    monkeypatch.setattr(llava_rad, "llava_modules", lambda: {})  # the llava package is checked first
+    settings = {setting: str(_model_dir(tmp_path / setting)) for setting in backbones.get(name).weights}
+    settings["revision"] = "main"
+    rt = runtime.Runtime()
+    # The load stops after resolving: no torch here (core), or remote code not on the allow-list.
+    with pytest.raises((ImportError, ConfigError)):
+        backbones.load(name, settings, [], runtime=rt)
+    declared = backbones.weights(name, backbones.settings(name, settings), "entry")
+    assert [(r.ref, r.need, r.revision, r.setting) for r in rt.resolved] == \
+           [(r.ref, r.need, r.revision, r.setting) for r in declared]
+    assert [r.key for r in rt.resolved] == [f"backbone_settings.{name}.{r.setting}" for r in declared]
+    assert {r.owner for r in rt.resolved} == {f"backbone {name!r}"}
+
+
+# --- missing weights: before torch, without the network, with the config key ----------------------------
 
 
 @pytest.mark.parametrize("name,setting", [("medgemma", "model"), ("maira2", "model"), ("chexagent2", "model")])
-def test_missing_local_weights_fail_fast_with_the_config_key(name, setting, tmp_path):
-    start = time.perf_counter()
+def test_missing_local_weights_fail_before_torch_with_the_config_key(name, setting, tmp_path, no_torch_no_network):
     with pytest.raises(MissingWeightsError) as e:
         backbones.load(name, {setting: str(tmp_path / "no-such-model")}, ["anything"])
-    assert time.perf_counter() - start < 5
     assert f"backbone_settings.{name}.{setting}" in str(e.value) and "no such local path" in str(e.value)
 
 
-def test_a_directory_without_config_json_is_refused(tmp_path):
+def test_a_directory_without_config_json_is_refused(tmp_path, no_torch_no_network):
     (tmp_path / "weights").mkdir()
-    with pytest.raises(MissingWeightsError, match=r"backbone_settings.medgemma.model.*no config.json"):
+    with pytest.raises(MissingWeightsError, match=r"no config.json.*backbone_settings.medgemma.model"):
         backbones.load("medgemma", {"model": str(tmp_path / "weights")})
 
 
-def test_hub_ids_not_in_the_cache_fail_fast_offline(tmp_path):
-    # A fresh process: hub off, an empty cache, every backbone's default id.
-    code = ("import time, json\n"
+def test_hub_ids_not_in_the_cache_fail_offline_before_torch_and_the_network(tmp_path):
+    # A fresh process: hub off, an empty cache, every backbone's default id; a connection attempt is recorded.
+    code = ("import json, socket, sys\n"
+            "attempts = []\n"
+            "def refuse(*a, **k):\n"
+            "    attempts.append(repr(a))\n"
+            "    raise OSError('no network in this test')\n"
+            "socket.socket.connect = refuse\n"
+            "socket.create_connection = refuse\n"
             "from radrank import backbones\n"
             "from radrank.errors import MissingWeightsError\n"
             "from radrank.backbones import llava_rad\n"
             "llava_rad.llava_modules = lambda: {}\n"  # the llava package is checked first; skip that here
             "res = {}\n"
             "for name in backbones.names():\n"
-            "    t = time.perf_counter()\n"
             "    try:\n"
             "        backbones.load(name, {}, [])\n"
             "        res[name] = 'loaded?'\n"
             "    except MissingWeightsError as e:\n"
-            "        res[name] = [str(e), time.perf_counter() - t]\n"
-            "print(json.dumps(res))\n")
+            "        res[name] = str(e)\n"
+            "heavy = [m for m in ('torch', 'transformers', 'huggingface_hub') if m in sys.modules]\n"
+            "print(json.dumps({'res': res, 'attempts': attempts, 'heavy': heavy}))\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "TRANSFORMERS_CACHE"):
         env.pop(var, None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    res = json.loads(out.stdout.strip().splitlines()[-1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["attempts"] == [] and got["heavy"] == []
     for name in backbones.names():
-        message, seconds = res[name]
+        message = got["res"][name]
         model = backbones.get(name).model
         assert f"backbone {name!r}: model {model!r} is not available locally" in message
-        assert f"backbone_settings.{name}.model" in message
-        assert seconds < 10
+        assert f"backbone_settings.{name}.model" in message and "HF_HUB_OFFLINE=1" in message
 
 
 def test_remote_code_needs_the_allow_list(tmp_path):
-    model = tmp_path / "maira"
-    model.mkdir()
-    (model / "config.json").write_text("{}")
+    model = _model_dir(tmp_path / "maira")
     for name in ("maira2", "chexagent2"):
         with pytest.raises(ConfigError, match=r"trust_remote_code.*adding .* to the config list `trust_remote_code`"):
             backbones.load(name, {"model": str(model)}, ["microsoft/maira-2", "StanfordAIMI/CheXagent-2-3b"])
@@ -157,9 +289,21 @@ def test_llava_rad_without_its_package_says_how_to_install(monkeypatch):
         llava_rad.load({})
 
 
+def test_backend_vllm_outside_its_env_names_the_environment(tmp_path):
+    import importlib.util
+
+    from radrank.backbones import vllm_recipe
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    settings = backbones.settings("medgemma", {"backend": "vllm"})
+    with pytest.raises(ConfigError, match="backend vllm runs in the vllm environment"):
+        vllm_recipe.engine_args(tmp_path, settings, images_per_prompt=1)
+
+
 def test_unsupported_tasks_are_config_errors(tmp_path):
     for name in ("maira2", "llava_rad"):
-        with pytest.raises(ConfigError, match="does not support task 'vqa'"):
+        with pytest.raises(ConfigError, match=r"does not support task 'vqa' \(it supports: report\)"):
             backbones.load(name, {}, [], task="vqa")
 
 

@@ -15,13 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _strict import reference
+
 from radrank import metrics
 from radrank.metrics import bleu2
 from radrank.stats.bootstrap import bootstrap, resample_counts, resample_indices
 
-fast_bleu = pytest.importorskip("fast_bleu")
-bleu_scorer = pytest.importorskip("pycocoevalcap.bleu.bleu_scorer")
-rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
+fast_bleu = reference("fast_bleu")
+bleu_scorer = reference("pycocoevalcap.bleu.bleu_scorer")
+rouge_scorer = reference("rouge_score.rouge_scorer")
 
 N_CASES, N_BOOT, SEED = 40, 30, 7
 LEXICAL = ("bleu2", "bleu4", "rouge")

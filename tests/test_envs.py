@@ -96,15 +96,12 @@ def test_family_contents_the_workflow_relies_on():
 
 
 def test_every_metric_family_and_every_rule_has_both_routes():
-    """Each metric's declared env has an env file; every script rule names a conda env file and loads the
+    """Each metric's family has an env file; every script rule names a conda env file and loads the
     same family's venv through envmodules; the others are the core env's in-process rules, whose run:
-    block is one call of radrank.rule_calls (they run in Snakemake's own environment, the core env)."""
+    block is one call of radrank.jobs.run_in_process (they run in Snakemake's own environment, the core env)."""
     for name in metrics.names():
-        try:
-            env = metrics.get(name).env
-        except ModuleNotFoundError:  # a metric module not written yet
-            continue
-        assert env in FAMILIES, f"metric {name} declares env {env!r}, which has no envs/{env}.yaml"
+        family = metrics.get(name).family
+        assert family in FAMILIES, f"metric {name} declares family {family!r}, which has no envs/{family}.yaml"
     for path in sorted((REPO / "rules").glob("*.smk")):
         text = path.read_text()
         condas = re.findall(r'conda:\s*f?"\.\./envs/([^"]+)\.yaml"\s*envmodules:\s*f?"radrank/([^"]+)"', text)
@@ -112,7 +109,8 @@ def test_every_metric_family_and_every_rule_has_both_routes():
         assert all(c == m for c, m in condas), f"{path.name}: {condas}"
         assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
         for call in re.findall(r"run:\n\s*(.*)", text):
-            assert re.fullmatch(r"rule_calls\.\w+\(rule, input, output, params, wildcards, log\)", call), call
+            pattern = r"jobs\.run_in_process\(jobs\.\w+, rule, params, input, output, log, config\)"
+            assert re.fullmatch(pattern, call), call
 
 
 def test_env_file_reader_rejects_anything_but_exact_pins(tmp_path, monkeypatch):
@@ -313,7 +311,25 @@ def test_the_wrapper_builds_the_families_the_config_needs(tmp_path, monkeypatch)
     assert envs.config_families([]) == ["core"]  # the bundled example: lexical metrics only
     custom = tmp_path / "config.yaml"
     custom.write_text(re.sub(r"(?m)^metrics:.*$", "metrics: [bleu2, bertscore, ratescore]", config))
+    monkeypatch.setenv("RADRANK_WEIGHTS_CHECK", "off")  # this machine has none of their weights
     assert envs.config_families(["--cores", "2", "--configfile", str(custom)]) == ["core", "ratescore", "rexrank"]
+
+
+def test_a_missing_model_stops_the_wrapper_before_any_family_is_built(tmp_path, monkeypatch):
+    """The preflight (the workflow's own Plan and weights check, in the core env) refuses the run: the
+    torch families are never built for a run that would fail at load."""
+    envs.build("core")
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("RADRANK_WEIGHTS_CHECK", raising=False)
+    custom = tmp_path / "config.yaml"
+    custom.write_text(re.sub(r"(?m)^metrics:.*$", "metrics: [bleu2, bertscore]",
+                             (REPO / "config/config.yaml").read_text()))
+    built, real_build = [], envs.build
+    monkeypatch.setattr(envs, "build", lambda family, *a, **k: built.append(family) or real_build(family, *a, **k))
+    with pytest.raises(envs.EnvError, match=r"metric 'bertscore': model 'distilroberta-base' is not available"):
+        envs.snakemake(["--cores", "1", "-n", "--configfile", str(custom)])
+    assert built == ["core"]
 
 
 # --- the project inside the core env; system packages ----------------------------------------------

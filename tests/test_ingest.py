@@ -6,7 +6,6 @@ All reports and ids here are fictional.
 from __future__ import annotations
 
 import math
-import time
 
 import pandas as pd
 import pytest
@@ -392,7 +391,6 @@ def test_report_of_200000_characters(ingest_write):
     assert len(long_text) == 200_000
     path = ingest_write("sub.json", {"big": {"model_prediction": long_text, "section_findings": long_text},
                                      "small": {"model_prediction": "Clear.", "section_findings": "Clear."}})
-    t0 = time.perf_counter()
     pairs, drops, _ = ingest_submission(path, "findings", max_chars=100_000, empty_hypothesis="score")
     assert pairs["reference"].str.len().tolist() == [100_000, 16]
     assert pairs["hypothesis"].str.len().tolist() == [100_000, 6]
@@ -404,21 +402,18 @@ def test_report_of_200000_characters(ingest_write):
     pairs, drops, _ = ingest_submission(path, "findings", max_chars=None, empty_hypothesis="score")
     assert pairs["hypothesis"][0] == long_text
     assert pairs["reference"][0] == "Findings: " + long_text
-    assert drops.empty
-    assert time.perf_counter() - t0 < 3.0
+    assert drops.empty  # speed at this size: benchmarks/ingest.py
 
 
 def test_csv_report_of_200000_characters_through_section_parser(ingest_write):
     body = ("Findings: clear lungs. Impression: normal. " * 4700)[:200_000]
     gt = ingest_write("gt.csv", f'study_id,report\n1,"{body}"\n')
     pred = ingest_write("pred.csv", f'study_id,report\n1,"{body}"\n')
-    t0 = time.perf_counter()
     pairs, drops, _ = ingest_submission(pred, "reports", reference_path=gt, ref_section="findings",
                                         max_chars=100_000)
     assert pairs["reference"].tolist() == ["clear lungs."]
     assert len(pairs["hypothesis"][0]) == 100_000
     assert drops_as_tuples(drops) == [("1", "too_long", "truncated")]
-    assert time.perf_counter() - t0 < 3.0
 
 
 # =============================================================================================

@@ -30,8 +30,8 @@ def test_concurrent_jobs_log_to_their_own_files(tmp_path):
 
         def job(name):
             try:
-                jobs.run_logged(_chatty, rule=f"rule_{name}", log_path=tmp_path / f"{name}.log", name=name,
-                                barrier=barrier, lines=lines[name])
+                jobs.run_logged(lambda: _chatty(name=name, barrier=barrier, lines=lines[name]), rule=f"rule_{name}",
+                                log_path=tmp_path / f"{name}.log")
             except BaseException as e:  # noqa: BLE001 (reported by the assertion below)
                 errors.append(e)
 

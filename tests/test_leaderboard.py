@@ -5,7 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from radrank.leaderboard import build_leaderboard, read_model_metadata
+from radrank.leaderboard import build_leaderboard
+from radrank.sheets import read_models_sheet
 
 
 def summary(rows):
@@ -61,7 +62,7 @@ def test_rounding_to_configured_decimals_ranks_on_unrounded_values():
 def test_model_metadata_sheet(tmp_path):
     sheet = tmp_path / "models.tsv"
     sheet.write_text("model\tname\tdate\tinstitution\turl\na\tModel A\t2026-01-02\tLab\thttps://example.org/a\n")
-    meta = read_model_metadata(sheet)
+    meta = read_models_sheet(sheet)
     board = build_leaderboard(summary([("a", "bleu2", 0.3, True), ("z", "bleu2", 0.2, True)]), {}, meta,
                               rank_by="bleu2")
     first, second = board.iloc[0], board.iloc[1]

@@ -16,13 +16,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _strict import reference as reference_package
+
 from radrank import metrics
 from radrank.metrics import bleu2, bleu4, rouge
 from radrank.metrics.base import clipped_ngram_matches, distinct_texts
 
-fast_bleu = pytest.importorskip("fast_bleu")
-bleu_scorer = pytest.importorskip("pycocoevalcap.bleu.bleu_scorer")
-rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
+fast_bleu = reference_package("fast_bleu")
+bleu_scorer = reference_package("pycocoevalcap.bleu.bleu_scorer")
+rouge_scorer = reference_package("rouge_score.rouge_scorer")
 
 LONG_REF = " ".join(
     ["The lungs are clear without focal consolidation, effusion or pneumothorax."] * 22
@@ -233,7 +235,7 @@ def test_bleu4_statistics_and_values_equal_bleu_scorer():
         # the row-by-row helper gives the same statistics
         assert bleu4.statistics(*VARIED_PAIRS[i]) == stats[i].tolist()
     np.testing.assert_allclose(ours["bleu4_sentence"].to_numpy(), per_sample[3], rtol=0, atol=1e-12)
-    (leaf,) = bleu4.SPEC.leaves
+    (leaf,) = bleu4.METRIC.leaves
     value = leaf.value(leaf.statistics(ours).sum(axis=0))
     assert abs(value - corpus[3]) <= 1e-12
     # BLEU-1..3 from the same totals
@@ -246,7 +248,7 @@ def test_bleu4_statistics_and_values_equal_bleu_scorer():
 @pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
 def test_bleu4_corpus_on_subsets_equals_bleu_scorer(seed):
     ours = metrics.score("bleu4", _frame(VARIED_PAIRS))
-    (leaf,) = bleu4.SPEC.leaves
+    (leaf,) = bleu4.METRIC.leaves
     stats = leaf.statistics(ours)
     rng = np.random.default_rng(seed)
     subset = np.sort(rng.choice(len(VARIED_PAIRS), size=rng.integers(1, len(VARIED_PAIRS)), replace=False))

@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _strict import reference as reference_package
+
 from radrank import io, jobs, metaeval
 from radrank.errors import InputError
 from radrank.metaeval import agreement, readers
@@ -23,9 +25,9 @@ from radrank.metaeval.items import ItemSet, Target
 from radrank.metrics.base import mean_leaf
 from radrank.stats.bootstrap import resample_indices
 
-fast_bleu = pytest.importorskip("fast_bleu")
-rouge_scorer = pytest.importorskip("rouge_score.rouge_scorer")
-kendalltau = pytest.importorskip("scipy.stats").kendalltau
+fast_bleu = reference_package("fast_bleu")
+rouge_scorer = reference_package("rouge_score.rouge_scorer")
+kendalltau = reference_package("scipy.stats").kendalltau
 
 REPO = Path(__file__).resolve().parents[1]
 RADPREF = REPO / "resources/metaeval/radpref"
@@ -114,16 +116,19 @@ def independent_radjudge(tolerance=0.01) -> dict:
 def run_stage(tmp_path: Path, name: str, reader: str, files: dict, options=None,
               metric_names=("bleu2", "bleu4", "rouge"), n_boot=200, seed=3) -> dict:
     out = tmp_path / name
-    jobs.metaeval_pairs(set_name=name, reader=reader, files=files, options=options or {},
-                        out_pairs=out / "pairs.parquet", out_items=out / "items.parquet")
+    lists = tuple(k for k, v in files.items() if isinstance(v, list))
+    jobs.MetaevalPairs(set_name=name, reader=reader, options=options or {},
+                       files=tuple(k for k in files if k not in lists), file_lists=lists).run(
+        jobs.Files(files), jobs.Files(pairs=out / "pairs.parquet", item_table=out / "items.parquet"))
     score_paths = []
     for metric in metric_names:
         score_paths.append(out / f"{metric}.parquet")
-        jobs.score(metric=metric, pairs_path=out / "pairs.parquet", required={}, settings={}, out=score_paths[-1])
-    jobs.metaeval_agreement(set_name=name, items_path=out / "items.parquet", score_paths=score_paths,
-                            metric_names=list(metric_names), n_boot=n_boot, seed=seed, level=0.95, tie_tolerance=0.01,
-                            out_scores=out / "scores.parquet", out_agreement=out / "agreement.csv",
-                            out_comparisons=out / "metric_comparisons.csv")
+        jobs.Score.of(metric).run(jobs.Files(pairs=out / "pairs.parquet"), jobs.Files(scores=score_paths[-1]))
+    jobs.MetaevalAgreement(set_name=name, metric_names=tuple(metric_names), n_boot=n_boot, seed=seed, level=0.95,
+                           tie_tolerance=0.01).run(
+        jobs.Files(item_table=out / "items.parquet", scores=score_paths),
+        jobs.Files(scores=out / "scores.parquet", agreement=out / "agreement.csv",
+                   comparisons=out / "metric_comparisons.csv"))
     return {"dir": out, "agreement": pd.read_csv(out / "agreement.csv"),
             "comparisons": pd.read_csv(out / "metric_comparisons.csv"),
             "scores": pd.read_parquet(out / "scores.parquet"),

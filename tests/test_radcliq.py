@@ -34,9 +34,9 @@ def test_v1_in_raw_units():
 
 def test_feature_order():
     assert tuple(c for _, c in radcliq.FEATURES) == FEATURE_COLUMNS
-    assert radcliq.SPEC.requires == ("radgraph", "bertscore", "semb", "bleu2")
-    assert [leaf.name for leaf in radcliq.SPEC.leaves] == ["radcliq_v0", "radcliq_v1"]
-    assert not any(leaf.higher_is_better for leaf in radcliq.SPEC.leaves)
+    assert radcliq.METRIC.requires == ("radgraph", "bertscore", "semb", "bleu2")
+    assert [leaf.name for leaf in radcliq.METRIC.leaves] == ["radcliq_v0", "radcliq_v1"]
+    assert not any(leaf.higher_is_better for leaf in radcliq.METRIC.leaves)
 
 
 # ReXrank README leaderboard rows: means of (BLEU, BertScore, SembScore, RadGraph) -> 1/RadCliQ-v1.

@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / "src"))
 from radrank import envs  # noqa: E402
 from radrank.io import read_provenance  # noqa: E402
 from radrank.metrics import radcliq  # noqa: E402
-from radrank.models import weights_digest  # noqa: E402
+from radrank.runtime import weights_digest  # noqa: E402
 
 pytestmark = [
     pytest.mark.workflow,

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _synthetic import write_workflow_outputs  # noqa: E402
+from synthetic import write_workflow_outputs  # noqa: E402
 
 from radrank import jobs  # noqa: E402
 from radrank.report import load_group, render_report  # noqa: E402
 from radrank.report.data import SampleColumn, sample_columns, select_cases  # noqa: E402
-from radrank.report.sections import crimson_errors, kendall_matrix  # noqa: E402
+from radrank.metrics.crimson import crimson_errors  # noqa: E402
+from radrank.report.sections import kendall_matrix  # noqa: E402
 
 METRICS = ("bleu2", "bleu4", "rouge", "radcliq", "green", "crimson")
 BOOT = {"n": 200, "seed": 0, "level": 0.95}
@@ -35,9 +34,14 @@ def layout(tmp_path_factory):
 @pytest.fixture(scope="module")
 def rendered(layout, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    jobs.report(layout=layout, bootstrap=BOOT, empty_hypothesis="score", cases=3, out_markdown=out / "report.md",
-                out_html=out / "report.html", out_figures=out / "figures")
+    write_report(layout, out / "report.md", out / "report.html", out / "figures")
     return out
+
+
+def write_report(layout, markdown, html, figures):
+    """The workflow's report job on an explicit layout."""
+    job = jobs.Report.of_layout(layout, bootstrap=BOOT, empty_hypothesis="score", cases=3)
+    job.write(layout, [], jobs.Files(markdown=markdown, html=html, figures=figures))
 
 
 def metaeval_table(name="rexval"):
@@ -77,8 +81,7 @@ def test_page_is_self_contained_and_offline(rendered):
 
 
 def test_rerender_is_byte_identical(layout, rendered, tmp_path):
-    jobs.report(layout=layout, bootstrap=BOOT, empty_hypothesis="score", cases=3, out_markdown=tmp_path / "r.md",
-                out_html=tmp_path / "r.html", out_figures=tmp_path / "figures")
+    write_report(layout, tmp_path / "r.md", tmp_path / "r.html", tmp_path / "figures")
     assert (tmp_path / "r.html").read_bytes() == (rendered / "report.html").read_bytes()
     assert (tmp_path / "r.md").read_bytes() == (rendered / "report.md").read_bytes()
 

@@ -5,7 +5,6 @@ Every report here is fictional and written for these tests.
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -303,12 +302,10 @@ def test_section_name_inside_section_text_without_colon_is_kept():
 # -- size --------------------------------------------------------------------------------------
 
 
-def test_long_one_line_text_with_many_headers_is_fast():
-    text = "Findings: clear lungs. " * 9000 + "Impression: normal."  # ~207,000 characters
-    t0 = time.perf_counter()
+def test_long_one_line_text_with_many_headers():
+    text = "Findings: clear lungs. " * 9000 + "Impression: normal."  # ~207,000 characters (speed: benchmarks/ingest.py)
     assert parse_section(text, "findings") == "clear lungs."
     assert parse_section(text, "impression") == "normal."
-    assert time.perf_counter() - t0 < 2.0
 
 
 def test_long_text_without_headers_is_returned_whole():

@@ -8,26 +8,38 @@ from pathlib import Path
 
 import pytest
 
+from _strict import reference
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 from radrank import envs, metrics  # noqa: E402
+from radrank.errors import ConfigError  # noqa: E402
 
 
 @pytest.mark.parametrize("metric", ["green", "crimson", "mrscore_rubric"])
 def test_backend_vllm_moves_a_judge_to_the_vllm_env(metric):
-    own = metrics.get(metric).env
-    assert own != "vllm" and metrics.env_for(metric, {}) == own == metrics.env_for(metric, None)
-    assert metrics.env_for(metric, {"backend": "vllm"}) == "vllm"
-    assert metrics.env_for(metric, {"backend": "VLLM"}) == "vllm"
-    assert metrics.gpus_for(metric, {"backend": "vllm"}) == 1
-    assert metrics.gpus_for(metric, {"backend": "vllm", "tensor_parallel_size": 4}) == 4
-    assert metrics.gpus_for(metric, {}) == metrics.get(metric).resources.gpu
-    assert "tensor_parallel_size" in metrics.get(metric).settings  # a known setting, validated as such
+    m = metrics.get(metric)
+    default = m.settings()
+    assert m.family != "vllm" and m.env(default) == m.family
+    assert m.env(m.settings({"backend": "vllm"})) == "vllm"
+    assert m.gpus(m.settings({"backend": "vllm"})) == 1
+    assert m.gpus(m.settings({"backend": "vllm", "tensor_parallel_size": 4})) == 4
+    with pytest.raises(ConfigError, match=rf"metric_settings\.{metric}\.backend"):
+        m.settings({"backend": "VLLM"})  # the backend's name exactly, not a guess
+    # the parallel size is a speed setting: it moves the job, not the scores
+    assert m.identity(m.settings({"backend": "vllm", "tensor_parallel_size": 4})) == \
+        m.identity(m.settings({"backend": "vllm"}))
 
 
-def test_metrics_without_a_backend_setting_never_move():
-    assert metrics.env_for("bleu2", {"backend": "vllm"}) == "core"
-    assert metrics.gpus_for("bertscore", {"backend": "vllm"}) == metrics.get("bertscore").resources.gpu
+def test_an_api_judge_asks_for_no_gpu():
+    assert metrics.get("mrscore_rubric").gpus(metrics.get("mrscore_rubric").settings({"backend": "openai"})) == 0
+    assert metrics.get("crimson").gpus(metrics.get("crimson").settings({"backend": "openai"})) == 0
+
+
+def test_metrics_without_a_backend_setting_refuse_one():
+    for name in ("bleu2", "bertscore"):
+        with pytest.raises(ConfigError, match=rf"metric_settings\.{name}\.backend: no such setting"):
+            metrics.get(name).settings({"backend": "vllm"})
 
 
 def test_plan_lists_the_vllm_env(tmp_path):
@@ -86,14 +98,13 @@ def test_vllm_family_builds(variant, tmp_path, monkeypatch):
 
 def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):
     """The core env has no vllm: the job fails with one line naming the environment to use."""
-    pytest.importorskip("numpy")
+    reference("numpy")
     if __import__("importlib").util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")
     from radrank import engine
-    from radrank.errors import ConfigError
 
     with pytest.raises(ConfigError, match="vllm environment"):
-        engine.vllm_engine_args(tmp_path, {"backend": "vllm"})
+        engine.vllm_engine_args(tmp_path, metrics.get("green").settings({"backend": "vllm"}))
 
 
 @pytest.mark.parametrize("backbone, why", [("maira2", "RAD-DINO"), ("chexagent2", "trust_remote_code"),

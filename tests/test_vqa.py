@@ -156,7 +156,7 @@ def test_matches_naive_per_sample_and_leaves():
     refs, hyps = _random_answers(300, seed=3)
     out = vqa.score_frame(_pairs(refs, hyps))
     assert out["vqa_token_f1"].tolist() == pytest.approx([_naive_f1(h, r) for r, h in zip(refs, hyps)])
-    result = bootstrap({"m": out}, vqa.SPEC.leaves, n_boot=0, seed=0, compare=False)
+    result = bootstrap({"m": out}, vqa.METRIC.leaves, n_boot=0, seed=0, compare=False)
     estimates = dict(zip(result.summary["metric"], result.summary["estimate"]))
     naive = _naive_rows(refs, hyps)
     for leaf, value in naive.items():
@@ -169,7 +169,7 @@ def test_bootstrap_equals_naive_recompute():
     refs[:12] = ["yes"] + [r if r.strip().lower() not in ("yes", "no") else "left lung" for r in refs[1:12]]
     scores = vqa.score_frame(_pairs(refs, hyps))
     n_boot, seed = 200, 7
-    result = bootstrap({"m": scores}, vqa.SPEC.leaves, n_boot=n_boot, seed=seed, compare=False)
+    result = bootstrap({"m": scores}, vqa.METRIC.leaves, n_boot=n_boot, seed=seed, compare=False)
     reps = result.replicates.pivot(index="bootstrap", columns="metric", values="value")
     idx = resample_indices(len(refs), n_boot, seed)  # cases are the sorted sample ids: q0, q1, q10, q11, q2 ...
     cases = result.cases
@@ -190,7 +190,7 @@ def test_bootstrap_equals_naive_recompute():
 
 def test_empty_subsets_are_nan():
     out = vqa.score_frame(_pairs(["left lung", "mass"], ["left", "mass"]))
-    result = bootstrap({"m": out}, vqa.SPEC.leaves, n_boot=0, compare=False)
+    result = bootstrap({"m": out}, vqa.METRIC.leaves, n_boot=0, compare=False)
     est = dict(zip(result.summary["metric"], result.summary["estimate"]))
     assert math.isnan(est["vqa_closed_accuracy"]) and math.isnan(est["vqa_closed_token_f1"])
     assert est["vqa_open_token_f1"] == pytest.approx((2 / 3 + 1) / 2)
@@ -210,5 +210,5 @@ def test_result_rows_layout():
 
 def test_registered():
     spec = metrics.get("vqa")
-    assert spec.env == "core" and [leaf.name for leaf in spec.leaves] == list(vqa.COLUMNS)
+    assert spec.family == "core" and [leaf.name for leaf in spec.leaves] == list(vqa.COLUMNS)
     assert set(vqa.RESULT_ROWS) == set(vqa.COLUMNS)

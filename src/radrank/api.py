@@ -12,7 +12,7 @@ Underneath is the workflow's own code: :func:`radrank.generate.run_generation`
 policies), :func:`radrank.metrics.score` (per-sample scores),
 :func:`radrank.stats.bootstrap` (exact bootstrap from per-sample statistics:
 metrics run once, never per resample) and the per-model summary writers of
-:mod:`radrank.jobs`. Unlike RadHarmony, every pair left out is listed in
+:mod:`radrank.summaries`. Unlike RadHarmony, every pair left out is listed in
 ``drops_`` / drops.csv with its reason, and ``max_samples`` takes the first
 samples of the dataset (before generation), so a capped run is reproducible.
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from radrank import jobs, metrics
+from radrank import metrics, summaries
 from radrank.errors import ConfigError, InputError
 from radrank.generate import callable_name, generate, resolve_callable, run_generation, select_samples, to_pairs
 
@@ -111,7 +111,7 @@ class _GenerativeEvaluator:
         return {}
 
     def _results(self, replicates):
-        return jobs.results_table(replicates, label="report")
+        return summaries.results_table(replicates, label="report")
 
     def _tidy(self, df):
         df = df.reset_index(drop=True)
@@ -177,7 +177,7 @@ class _GenerativeEvaluator:
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
         summary = self.bootstrap_.summary.drop(columns=["model"])
-        jobs.write_model_files(results=df, summary=summary, generations=self._generations(), drops=self.drops_,
+        summaries.write_model_files(results=df, summary=summary, generations=self._generations(), drops=self.drops_,
                                out_results=out / "results.csv", out_summary=out / "results_summary.csv",
                                out_generations=out / "generations.csv", out_drops=out / "drops.csv")
         return str(out)
@@ -270,7 +270,7 @@ class VQAEvaluator(_GenerativeEvaluator):
     def _results(self, replicates):
         from radrank.metrics.vqa import RESULT_ROWS, result_rows
 
-        wide = jobs.results_table(replicates, label="overall")
+        wide = summaries.results_table(replicates, label="overall")
         if not any(c in RESULT_ROWS for c in wide.columns):
             return wide
         rows = result_rows(wide)

@@ -17,7 +17,7 @@ Run it in the radrank checkout (the folder with the ``Snakefile``; ``-C DIR`` po
 * ``conda`` — Snakemake's own ``--sdm conda`` with ``envs/<family>.yaml``.
 
 Whatever the route, the core family's rules (ingest, lexical scoring, statistics, leaderboard,
-report) run inside the Snakemake process itself (radrank.rule_calls), so Snakemake is started
+report) run inside the Snakemake process itself (radrank.jobs.run_in_process), so Snakemake is started
 from an environment with the core family: this one, or ``.venvs/core`` on the venv route.
 * ``auto`` (default) — ``here`` when the config needs only the core family and Snakemake is
   importable here, else ``venv``.
@@ -35,9 +35,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from radrank.errors import ConfigError
+from radrank.errors import RadrankError
 
-SCHEMA = Path("schemas") / "config.schema.yaml"
 DEFAULT_CONFIG = Path("config") / "config.yaml"
 SLURM_PROFILE = "profiles/slurm"
 REPORT_FILES = ("results/report/report.md", "results/report/report.html")
@@ -85,22 +84,9 @@ def config_files(snakemake_args: list[str]) -> list[str]:
 
 def load_plan(files: list[str]):
     """The workflow's Plan for these config files, validated (and defaulted) as the Snakefile does."""
-    import yaml
-    from snakemake.utils import validate
+    from radrank.workflow import Plan, read_config
 
-    from radrank.workflow import Plan
-
-    config: dict = {}
-    for path in files:
-        if not Path(path).is_file():
-            raise CliError(f"config file {path} does not exist")
-        with open(path) as fh:
-            config.update(yaml.safe_load(fh) or {})
-    try:
-        validate(config, str(SCHEMA))
-    except Exception as e:  # snakemake's WorkflowError carries the schema's message
-        raise ConfigError(f"config {', '.join(files)} is invalid: {str(e).splitlines()[0]}") from None
-    return Plan.from_config(config)
+    return Plan.from_config(read_config(files))
 
 
 def needed_envs(plan) -> list[str]:
@@ -135,6 +121,7 @@ def run_command(route: str, args: list[str], slurm: bool) -> list[str]:
 
 def run(ns, args: list[str]) -> int:
     plan = load_plan(config_files(args))
+    plan.check_weights()  # before any environment is built: a missing model costs seconds, not GBs of installs
     route = choose_route(ns.route, plan)
     if route == "here" and not snakemake_here():
         raise CliError(f"Snakemake is not installed in this environment ({sys.executable}): "
@@ -272,7 +259,7 @@ def main(argv=None) -> int:
     try:
         os.chdir(workflow_dir(ns.directory))
         return {"run": run, "status": status, "results": results}[ns.command](ns, rest)
-    except (CliError, ConfigError) as e:
+    except (CliError, RadrankError) as e:
         say(f"error: {e}")
         return 2
     except BrokenPipeError:  # `radrank results | head`

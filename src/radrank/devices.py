@@ -40,3 +40,13 @@ def dtype_of(setting, device: str = "cpu", cuda_default: str = "bf16"):
     if name not in DTYPES:
         raise ConfigError(f"unknown dtype {setting!r}; use auto, fp32, bf16 or fp16")
     return getattr(torch, DTYPES[name])
+
+
+DEVICE_DOC = "auto (cuda:0 when there is one, else cpu), cpu, cuda or cuda:N"
+
+
+def check_device(value, key: str) -> None:
+    """ConfigError naming ``key`` unless ``value`` is a device setting (:data:`DEVICE_DOC`)."""
+    device = str(value).lower()
+    if not (device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
+        raise ConfigError(f"config {key}: {value!r} is not a device; use {DEVICE_DOC}")

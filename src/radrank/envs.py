@@ -68,6 +68,7 @@ KEY_FORMAT = 1  # bump when the way a venv is built changes
 # lock): `import radrank` and the `radrank` command work there. Not part of the key: a venv built
 # before, or by another checkout, is only (re)pointed here, never rebuilt.
 PROJECT_ENVS = ("core",)
+PREFLIGHT_REFUSED = 3  # exit status of the preflight when the config or a model it needs is refused
 APT_LOCK_TIMEOUT_S = 600  # sysdeps waits this long for another apt/dpkg process to finish
 PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]*\])?==([A-Za-z0-9._+!-]+)$")
 MODULE_INITS = (
@@ -638,24 +639,29 @@ def config_families(args: list[str]) -> list[str]:
             configs.append(arg.split("=", 1)[1])
     if not configs and Path("config/config.yaml").is_file():
         configs = ["config/config.yaml"]
+    # The workflow's own preflight, in the core env: the plan is built and every model it needs looked for,
+    # so a bad setting or a missing model stops the run here, before GBs of family environments are built.
     code = (
-        "import json, sys, yaml\n"
+        "import json, sys\n"
         f"sys.path.insert(0, {str(REPO / 'src')!r})\n"
-        "from snakemake.utils import validate\n"
-        "from radrank.workflow import Plan\n"
-        "config = {}\n"
-        "for path in sys.argv[1:]:\n"
-        "    config.update(yaml.safe_load(open(path)) or {})\n"
-        f"validate(config, {str(REPO / 'schemas' / 'config.schema.yaml')!r})  # defaults, as the Snakefile\n"
-        "plan = Plan.from_config(config)\n"
-        "envs = set(plan.envs()) | set(getattr(plan, 'generation_envs', list)())\n"
-        "print(json.dumps(sorted(envs)))\n"
+        "from radrank.errors import RadrankError\n"
+        "from radrank.workflow import preflight\n"
+        "try:\n"
+        "    print(json.dumps(preflight(sys.argv[1:])))\n"
+        "except RadrankError as e:\n"
+        "    print(e, file=sys.stderr)\n"
+        f"    sys.exit({PREFLIGHT_REFUSED})\n"
     )
     python = env_path("core") / "bin" / "python"
+    proc = subprocess.run([str(python), "-c", code, *configs], capture_output=True, text=True)
+    if proc.returncode == PREFLIGHT_REFUSED:
+        raise EnvError(proc.stderr.strip())
     try:
-        return json.loads(run([str(python), "-c", code, *configs], quiet=True).splitlines()[-1])
+        if proc.returncode != 0:
+            raise EnvError(proc.stderr.strip() or f"exit status {proc.returncode}")
+        return json.loads(proc.stdout.splitlines()[-1])
     except (EnvError, ValueError, IndexError) as e:
-        log(f"could not tell which environments the config needs ({str(e).splitlines()[0]}); "
+        log(f"could not tell which environments the config needs ({str(e).splitlines()[-1] if str(e) else e}); "
             "building core only (name others with --envs)")
         return []
 

@@ -61,6 +61,7 @@ from pathlib import Path
 from radrank import io, provenance
 from radrank.errors import ConfigError
 from radrank.sections import SECTIONS, parse_section
+from radrank.shards import shard_slice
 from radrank.text import clean, is_missing
 
 log = logging.getLogger("radrank")
@@ -271,8 +272,6 @@ def to_pairs(records, unmatched, *, empty_hypothesis: str = "drop", max_chars: i
 # --- the shard job -------------------------------------------------------------------------------------------
 def select_samples(adapter, *, max_samples: int | None = None, shard=(0, 1)):
     """``(samples, positions)`` of one shard: the first ``max_samples`` of the dataset, cut into contiguous shards."""
-    from radrank.jobs import shard_slice
-
     samples = adapter.samples()
     if max_samples is not None:
         samples = samples[: max(0, int(max_samples))]

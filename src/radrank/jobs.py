@@ -1,9 +1,16 @@
-"""One function per workflow stage; the rules only call these.
+"""Job plumbing: one job object per workflow stage, built by the Plan, run by a rule.
 
-Each function reads its inputs, computes, and writes its outputs atomically with
-provenance, so a job either leaves complete outputs or none. The rules of the core
-environment call them in Snakemake's own process (``run:``, through radrank.rule_calls,
-one thread per job); the others through a thin script in scripts/ in their own environment.
+Each stage is a frozen dataclass (:class:`Job`) whose fields are what its outputs depend on —
+a rule's ``params: job=`` holds them as a plain dict (``Job.params()``), which is what Snakemake
+compares to decide a rerun — and whose :meth:`Job.run` reads the rule's ``input``, computes with
+the library, and writes the ``output`` atomically with provenance, so a job leaves complete
+outputs or none. Input files come in the rule's input lists, in the order the job's fields give
+(e.g. models × metrics); no path is passed twice.
+
+The core environment's rules call :func:`run_in_process` in Snakemake's own process (``run:``,
+one thread per job: no interpreter start-up, no re-import); the other families' rules call
+:func:`run_script` from a thin script in scripts/ in their own environment. Logging is per job
+(:func:`job_log`): a job's records go to its log file and stderr, also when jobs share a process.
 """
 
 from __future__ import annotations
@@ -11,6 +18,9 @@ from __future__ import annotations
 import logging
 import threading
 from contextlib import contextmanager
+
+import dataclasses
+from dataclasses import dataclass, field
 
 from radrank import io, metrics, provenance
 from radrank.errors import InputError
@@ -94,15 +104,15 @@ def job_log(log_path=None, *, this_thread_only=False):
             handler.close()
 
 
-def run_logged(job, *, rule, log_path=None, this_thread_only=True, **kwargs):
-    """Run ``job(**kwargs)`` for one Snakemake job with :func:`job_log`; a failure is logged (radrank's
-    own errors as their one clear line, anything else with its traceback) and raised as :class:`JobFailed`
-    with that line, so Snakemake marks the job failed and shows the line."""
+def run_logged(work, *, rule, log_path=None, this_thread_only=True):
+    """Run ``work()`` for one Snakemake job with :func:`job_log`; a failure is logged (radrank's own errors
+    as their one clear line, anything else with its traceback) and raised as :class:`JobFailed` with that
+    line, so Snakemake marks the job failed and shows the line."""
     from radrank.errors import RadrankError
 
     with job_log(log_path, this_thread_only=this_thread_only):
         try:
-            job(**kwargs)
+            work()
         except RadrankError as e:
             log.error("%s", e)
             raise JobFailed(str(e)) from None
@@ -112,112 +122,227 @@ def run_logged(job, *, rule, log_path=None, this_thread_only=True, **kwargs):
             raise JobFailed(f"rule {rule} failed: {type(e).__name__}: {e}{where}") from e
 
 
-def ingest(*, path, split, reference_path, ref_section, empty_hypothesis, max_chars, out_pairs, out_drops,
-           dataset, model, generated_drops=None):
+# --- jobs ---------------------------------------------------------------------------------------------
+
+
+def built(**metadata):
+    """A field a job builds itself in :meth:`Job.from_params` (not a param: never a rerun trigger)."""
+    return field(default=None, metadata={"param": False, **metadata})
+
+
+@dataclass(frozen=True)
+class Job:
+    """A stage's job: its fields are what its outputs depend on (see the module docstring)."""
+
+    def params(self) -> dict:
+        """The rule's ``params: job=`` value: every field but the ones built from the config."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("param", True)}
+
+    @classmethod
+    def from_params(cls, params: dict, config: dict):
+        return cls(**dict(params))
+
+    def run(self, input, output) -> None:
+        raise NotImplementedError
+
+
+class Files(dict):
+    """Files by name, as a rule's ``input`` / ``output`` give them: for running a job outside Snakemake
+    (tests, benchmarks, the Python API), e.g. ``job.run(Files(pairs=p), Files(scores=out))``."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def run_in_process(job_type, rule, params, input, output, log, config) -> None:
+    """A ``run:`` rule's body: build the job from its params and run it in this (Snakemake's) process."""
+    job = job_type.from_params(params.job, config)
+    run_logged(lambda: job.run(input, output), rule=rule, log_path=log[0] if log else None)
+
+
+def run_script(snakemake, job_type) -> None:
+    """A rule script's body (a process of its own): build the job and run it; a failure exits non-zero
+    after its line is logged."""
+    import sys
+
+    job = job_type.from_params(snakemake.params.job, snakemake.config)
+    try:
+        run_logged(lambda: job.run(snakemake.input, snakemake.output), rule=snakemake.rule,
+                   log_path=snakemake.log[0] if snakemake.log else None, this_thread_only=False)
+    except JobFailed:
+        sys.exit(1)
+
+
+# --- ingest --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ingest(Job):
+    """One submission for one split → canonical pairs and its drop file.
+    Input: ``submission``, optional ``reference``, optional ``generated_drops``."""
+
+    dataset: str
+    split: str
+    model: str
+    ref_section: str | None  # None: generated pairs, already cut to their section
+    empty_hypothesis: str
+    max_chars: int | None
+
+    def run(self, input, output):
+        import pandas as pd
+
+        from radrank.ingest import ingest_submission
+
+        path = input.submission
+        reference = input.get("reference")
+        generated = input.get("generated_drops")
+        pairs, drops, fmt = ingest_submission(path, self.split, reference_path=reference,
+                                              ref_section=self.ref_section, empty_hypothesis=self.empty_hypothesis,
+                                              max_chars=self.max_chars)
+        if generated:  # what the generation job listed (no image, unreadable image, ...) stays listed
+            listed = pd.read_csv(generated, dtype=str, keep_default_na=False)
+            drops = pd.concat([listed, drops.astype(str)], ignore_index=True) if len(listed) else drops
+            fmt = "generated"
+        sources = {"path": str(path), "sha256": provenance.file_sha256(path)}
+        if reference:
+            sources["reference_path"] = str(reference)
+            sources["reference_sha256"] = provenance.file_sha256(reference)
+        prov = provenance.record("pairs", dataset=self.dataset, split=self.split, model=self.model, format=fmt,
+                                 sources=sources, ref_section=self.ref_section if fmt != "rexrank_json" else None,
+                                 empty_hypothesis=self.empty_hypothesis, max_report_chars=self.max_chars,
+                                 n_pairs=len(pairs), n_listed=len(drops))
+        log.info("%s/%s/%s: %d pairs from %s (%s); %d listed in the drop file",
+                 self.dataset, self.split, self.model, len(pairs), path, fmt, len(drops))
+        if pairs.empty:
+            raise InputError(path, f"no scorable pair for split {self.split!r} "
+                             f"({len(drops)} listed, e.g. {drops['reason'].value_counts().to_dict()})")
+        io.write_csv(drops, output.drops)
+        io.write_parquet(pairs, output.pairs, prov)
+
+
+# --- scores --------------------------------------------------------------------------------------------
+
+
+def _scored(metric_name: str, settings, pairs, pairs_identity, required: dict, shard=None):
+    """Per-sample scores of one metric and their provenance: what the job used (the metric's identity,
+    environment, pairs, required scores), nothing from the rest of the config."""
     import pandas as pd
 
-    from radrank.ingest import ingest_submission
+    from radrank.runtime import Runtime
+    from radrank.shards import shard_slice
 
-    pairs, drops, fmt = ingest_submission(path, split, reference_path=reference_path or None,
-                                          ref_section=ref_section, empty_hypothesis=empty_hypothesis,
-                                          max_chars=max_chars)
-    if generated_drops:  # what the generation job listed (no image, unreadable image, ...) stays listed
-        listed = pd.read_csv(generated_drops, dtype=str, keep_default_na=False)
-        drops = pd.concat([listed, drops.astype(str)], ignore_index=True) if len(listed) else drops
-        fmt = "generated"
-    sources = {"path": str(path), "sha256": provenance.file_sha256(path)}
-    if reference_path:
-        sources["reference_path"] = str(reference_path)
-        sources["reference_sha256"] = provenance.file_sha256(reference_path)
-    prov = provenance.record("pairs", dataset=dataset, split=split, model=model, format=fmt, sources=sources,
-                             ref_section=ref_section if fmt != "rexrank_json" else None,
-                             empty_hypothesis=empty_hypothesis, max_report_chars=max_chars,
-                             n_pairs=len(pairs), n_listed=len(drops))
-    log.info("%s/%s/%s: %d pairs from %s (%s); %d listed in the drop file",
-             dataset, split, model, len(pairs), path, fmt, len(drops))
-    if pairs.empty:
-        raise InputError(path, f"no scorable pair for split {split!r} "
-                         f"({len(drops)} listed, e.g. {drops['reason'].value_counts().to_dict()})")
-    io.write_csv(drops, out_drops)
-    io.write_parquet(pairs, out_pairs, prov)
-
-
-def shard_slice(n: int, index: int, count: int) -> slice:
-    """Rows of shard ``index`` of ``count``: contiguous, sizes differ by at most one."""
-    if not 0 <= index < count:
-        raise ValueError(f"shard {index} of {count} does not exist")
-    return slice(index * n // count, (index + 1) * n // count)
-
-
-def _scored(metric, pairs, pairs_identity, settings: dict, required: dict, shard=None):
-    """Per-sample scores of one metric and their provenance: what the job used (metric version, model,
-    settings with defaults, environment, pairs, required scores), nothing from the rest of the config."""
-    import pandas as pd
-
-    spec = metrics.get(metric)
+    metric = metrics.get(metric_name)
     inputs = {name: pd.read_parquet(p) for name, p in required.items()}
     if shard is not None:
-        # Corpus-level settings (BERTScore's idf over the references) must see every pair.
-        inputs["corpus_pairs"] = pairs
-        pairs = pairs.iloc[shard_slice(len(pairs), *shard)].reset_index(drop=True)
-    scores = metrics.score(metric, pairs, settings, inputs)
-    if len(scores) != len(pairs) or not scores["sample_id"].equals(pairs["sample_id"]):
-        raise RuntimeError(f"metric {metric!r} returned rows that do not match the pairs")
+        if metric.shard_inputs:  # corpus-level statistics (BERTScore's idf) must see every pair
+            inputs["corpus_pairs"] = pairs
+        rows = shard_slice(len(pairs), *shard)
+        pairs = pairs.iloc[rows].reset_index(drop=True)
+        inputs = {name: frame.set_index("sample_id").loc[pairs["sample_id"]].reset_index() if name in required
+                  else frame for name, frame in inputs.items()}
+    scores = metrics.score(metric_name, pairs, settings, inputs, Runtime())
     models_used = scores.attrs.pop("models", None)
+    identity = metric.identity(settings)
     prov = provenance.record(
-        "scores", metric=metric, metric_version=spec.version, model=spec.model, models=models_used,
-        settings={**spec.settings, **settings},
-        environment=provenance.environment(spec.packages), pairs=pairs_identity,
+        "scores", metric=metric_name, metric_version=identity["version"], settings=identity["settings"],
+        models=models_used, environment=provenance.environment(metric.packages), pairs=pairs_identity,
         inputs={name: io.read_provenance(p).get("metric_version") for name, p in required.items()},
         shard=None if shard is None else {"index": shard[0], "count": shard[1]},
     )
     return scores, prov
 
 
-def score(*, metric, pairs_path, required: dict, settings: dict, out, shard=None):
-    """One metric on one pairs file (or one shard of it)."""
-    pairs = io.read_parquet(pairs_path)
-    scores, prov = _scored(metric, pairs, provenance.read_pairs_identity(pairs_path), settings, required, shard)
-    log.info("%s: %d samples scored from %s%s", metric, len(scores), pairs_path,
-             "" if shard is None else f" (shard {shard[0]} of {shard[1]})")
-    io.write_parquet(scores, out, prov)
+def _settings_for(name: str, identity: dict, config: dict):
+    """A metric's settings from the config, checked against the identity the rule was planned with."""
+    settings = metrics.configured(name, config)
+    if metrics.get(name).identity(settings) != identity:
+        raise RuntimeError(f"metric {name!r}: the settings in the config differ from the rule's identity "
+                           f"({identity}); rerun Snakemake so that it plans the jobs again")
+    return settings
 
 
-def score_batch(*, pairs_path, settings: dict, outs: dict):
-    """Several metrics on one pairs file, read once: ``settings`` and ``outs`` map metric -> its settings
-    and its SCORES path. Every file is written only after every metric has scored, so a failed job
-    leaves none of them."""
-    import time
+@dataclass(frozen=True)
+class Score(Job):
+    """One metric on one pairs file, or on one shard of it. Input: ``pairs`` and one file per required metric."""
 
-    pairs = io.read_parquet(pairs_path)
-    identity = provenance.read_pairs_identity(pairs_path)
-    results = {}
-    for metric in outs:
-        start = time.process_time()
-        results[metric] = _scored(metric, pairs, identity, settings.get(metric, {}), {})
-        log.info("%s: %d samples scored from %s (%.2f s CPU)", metric, len(pairs), pairs_path,
-                 time.process_time() - start)
-    for metric, out in outs.items():
-        scores, prov = results[metric]
-        io.write_parquet(scores, out, prov)
+    metric: str
+    identity: dict
+    shard: tuple | None = None  # (index, count)
+    settings: object = built()
 
+    @classmethod
+    def from_params(cls, params, config):
+        job = cls(**dict(params))
+        return dataclasses.replace(job, settings=_settings_for(job.metric, job.identity, config))
 
-def merge_shards(*, pairs_path, shard_paths, out):
-    """Concatenate shards in order; the result must cover the pairs exactly, in order."""
-    import pandas as pd
+    @classmethod
+    def of(cls, metric: str, settings: dict | None = None, shard: tuple | None = None):
+        """The job with ``settings`` (a ``metric_settings.<metric>`` mapping), outside a workflow run."""
+        s = metrics.get(metric).settings(settings or {})
+        return cls(metric=metric, identity=metrics.get(metric).identity(s), shard=shard, settings=s)
 
-    parts = [pd.read_parquet(p) for p in shard_paths]
-    merged = pd.concat(parts, ignore_index=True)
-    pairs = io.read_parquet(pairs_path)
-    if not merged["sample_id"].equals(pairs["sample_id"]):
-        raise RuntimeError(f"shards {shard_paths} do not cover the pairs of {pairs_path} in order")
-    prov = io.read_provenance(shard_paths[0])
-    prov["shard"] = {"count": len(shard_paths), "merged": True}
-    log.info("merged %d shards, %d samples", len(parts), len(merged))
-    io.write_parquet(merged, out, prov)
+    def run(self, input, output):
+        required = {name: path for name, path in input.items() if name != "pairs"}
+        pairs = io.read_parquet(input.pairs)
+        scores, prov = _scored(self.metric, self.settings, pairs, provenance.read_pairs_identity(input.pairs),
+                               required, self.shard)
+        log.info("%s: %d samples scored from %s%s", self.metric, len(scores), input.pairs,
+                 "" if self.shard is None else f" (shard {self.shard[0]} of {self.shard[1]})")
+        io.write_parquet(scores, output.scores, prov)
 
 
-def _merge_scores(score_paths: list) -> "object":
+@dataclass(frozen=True)
+class ScoreBatch(Job):
+    """Several cheap metrics on one pairs file, read once; one output per metric, named by the metric.
+    Every file is written only after every metric has scored, so a failed job leaves none of them."""
+
+    identities: dict  # metric -> identity
+    settings: dict = built()
+
+    @classmethod
+    def from_params(cls, params, config):
+        job = cls(**dict(params))
+        return dataclasses.replace(job, settings={m: _settings_for(m, i, config) for m, i in job.identities.items()})
+
+    def run(self, input, output):
+        import time
+
+        pairs = io.read_parquet(input.pairs)
+        identity = provenance.read_pairs_identity(input.pairs)
+        results = {}
+        for metric in self.identities:
+            start = time.process_time()
+            results[metric] = _scored(metric, self.settings[metric], pairs, identity, {})
+            log.info("%s: %d samples scored from %s (%.2f s CPU)", metric, len(pairs), input.pairs,
+                     time.process_time() - start)
+        for metric, (scores, prov) in results.items():
+            io.write_parquet(scores, output[metric], prov)
+
+
+@dataclass(frozen=True)
+class MergeShards(Job):
+    """A metric's shards, in order, into its score file; they must cover the pairs exactly.
+    Input: ``pairs`` and ``shards``."""
+
+    def run(self, input, output):
+        import pandas as pd
+
+        parts = [pd.read_parquet(p) for p in input.shards]
+        merged = pd.concat(parts, ignore_index=True)
+        pairs = io.read_parquet(input.pairs)
+        if not merged["sample_id"].equals(pairs["sample_id"]):
+            raise RuntimeError(f"shards {list(input.shards)} do not cover the pairs of {input.pairs} in order")
+        prov = io.read_provenance(input.shards[0])
+        prov["shard"] = {"count": len(parts), "merged": True}
+        log.info("merged %d shards, %d samples", len(parts), len(merged))
+        io.write_parquet(merged, output.scores, prov)
+
+
+def merge_scores(score_paths: list):
+    """The score files of one model (one per metric) joined on sample_id."""
     import pandas as pd
 
     merged = None
@@ -227,208 +352,296 @@ def _merge_scores(score_paths: list) -> "object":
     return merged
 
 
-def bootstrap(*, dataset, split, score_paths: dict, pairs_paths: dict, drops_paths: dict, metric_names, n_boot,
-              seed, level, out_replicates, out_summary, out_comparisons, out_comparisons_csv, out_model_files):
-    """Statistics of one dataset × split; ``score_paths``, ``pairs_paths`` and ``drops_paths`` map model -> its
-    per-metric score files, its pairs file and its drop file. Also writes every model's RadHarmony-style files
-    under ``out_model_files``/<model>/."""
-    from pathlib import Path
-
-    from radrank.stats import bootstrap as run_bootstrap
-
-    leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
-    scores = {model: _merge_scores(paths) for model, paths in score_paths.items()}
-    result = run_bootstrap(scores, leaves, n_boot=n_boot, seed=seed, level=level)
-    prov = provenance.record(
-        "statistics", dataset=dataset, split=split, models=sorted(scores), metrics=list(metric_names),
-        n_bootstrap=n_boot, seed=seed, level=level, n_cases=len(result.cases),
-        score_provenance={m: [io.read_provenance(p).get("metric") for p in paths] for m, paths in score_paths.items()},
-        method="exact paired bootstrap over case ids from per-sample sufficient statistics (radrank.stats.bootstrap)",
-    )
-    log.info("%s/%s: %d models, %d cases, %d resamples", dataset, split, len(scores), len(result.cases), n_boot)
-    io.write_parquet(result.comparisons, out_comparisons, prov)
-    io.write_csv(result.comparisons, out_comparisons_csv)
-    io.write_parquet(result.summary, out_summary, prov)
-    io.write_parquet(result.replicates, out_replicates, prov)
-    write_model_summaries(result.replicates, result.summary, pairs_paths, drops_paths, Path(out_model_files))
+def by_model(paths: list, models: list, per_model: int) -> dict:
+    """model -> its ``per_model`` consecutive paths of a list laid out model by model."""
+    paths = list(paths)
+    if len(paths) != len(models) * per_model:
+        raise RuntimeError(f"{len(paths)} input files for {len(models)} models × {per_model}")
+    return {m: paths[i * per_model:(i + 1) * per_model] for i, m in enumerate(models)}
 
 
-def results_table(replicates, label: str = "report"):
-    """RadHarmony's results layout from one model's bootstrap replicates (model, metric, bootstrap, value):
-    one row per bootstrap (-1 = point estimate) with columns label, fold, seed, bootstrap, then one per leaf."""
-    wide = replicates.pivot(index="bootstrap", columns="metric", values="value").sort_index()
-    order = list(dict.fromkeys(replicates["metric"]))
-    wide = wide[order].reset_index()
-    wide.insert(0, "label", label)
-    wide.insert(1, "fold", -1)
-    wide.insert(2, "seed", -1)
-    return wide[["label", "fold", "seed", "bootstrap", *order]]
+# --- statistics, leaderboard, report ----------------------------------------------------------------------
 
 
-def write_model_files(*, results, summary, generations, drops, out_results, out_summary, out_generations, out_drops):
-    """Write one model's RadHarmony-style files (the workflow's bootstrap job and the Python API share this)."""
-    io.write_csv(drops, out_drops)
-    io.write_csv(generations, out_generations)
-    io.write_csv(summary, out_summary)
-    io.write_csv(results, out_results)
+@dataclass(frozen=True)
+class Bootstrap(Job):
+    """Statistics of one dataset × split over every model (one shared resample matrix) and every model's
+    RadHarmony-style files. Input: ``scores`` (models × metrics, in order), ``pairs`` and ``drops`` (models)."""
+
+    dataset: str
+    split: str
+    models: tuple
+    metrics: tuple
+    n: int
+    seed: int
+    level: float
+
+    def run(self, input, output):
+        from radrank.stats import bootstrap
+        from radrank.summaries import write_model_summaries
+
+        score_paths = by_model(input.scores, self.models, len(self.metrics))
+        pairs_paths = dict(zip(self.models, by_model(input.pairs, self.models, 1).values()))
+        drops_paths = dict(zip(self.models, by_model(input.drops, self.models, 1).values()))
+        leaves = [leaf for name in self.metrics for leaf in metrics.leaves(name)]
+        scores = {model: merge_scores(paths) for model, paths in score_paths.items()}
+        result = bootstrap(scores, leaves, n_boot=self.n, seed=self.seed, level=self.level)
+        prov = provenance.record(
+            "statistics", dataset=self.dataset, split=self.split, models=sorted(scores), metrics=list(self.metrics),
+            n_bootstrap=self.n, seed=self.seed, level=self.level, n_cases=len(result.cases),
+            score_provenance={m: [io.read_provenance(p).get("metric") for p in paths]
+                              for m, paths in score_paths.items()},
+            method="exact paired bootstrap over case ids from per-sample sufficient statistics "
+                   "(radrank.stats.bootstrap)",
+        )
+        log.info("%s/%s: %d models, %d cases, %d resamples", self.dataset, self.split, len(scores),
+                 len(result.cases), self.n)
+        io.write_parquet(result.comparisons, output.comparisons, prov)
+        io.write_csv(result.comparisons, output.comparisons_csv)
+        io.write_parquet(result.summary, output.summary, prov)
+        io.write_parquet(result.replicates, output.replicates, prov)
+        write_model_summaries(result.replicates, result.summary, {m: p[0] for m, p in pairs_paths.items()},
+                              {m: p[0] for m, p in drops_paths.items()}, output.model_files)
 
 
-def write_model_summaries(replicates, summary, pairs_paths: dict, drops_paths: dict, out_dir):
-    """RadHarmony-style files of every model (results, results_summary, generations, drops) under
-    ``out_dir``/<model>/, from the bootstrap's replicates and summary."""
-    import pandas as pd
+@dataclass(frozen=True)
+class Leaderboard(Job):
+    """The leaderboard CSV and the rank distribution it rests on. Input: ``summary``, ``replicates``,
+    ``comparisons``, ``drops`` (models, in order), optional ``models_sheet``."""
 
-    reps_by_model = dict(tuple(replicates.groupby("model", sort=False)))
-    summary_by_model = dict(tuple(summary.groupby("model", sort=False)))
-    for model, pairs_path in pairs_paths.items():
-        folder = out_dir / model
-        pairs = pd.read_parquet(pairs_path, columns=["sample_id", "reference", "hypothesis"])
-        write_model_files(results=results_table(reps_by_model[model]),
-                          summary=summary_by_model[model].drop(columns=["model"]), generations=pairs,
-                          drops=pd.read_csv(drops_paths[model], dtype=str, keep_default_na=False),
-                          out_results=folder / "results.csv", out_summary=folder / "results_summary.csv",
-                          out_generations=folder / "generations.csv", out_drops=folder / "drops.csv")
+    dataset: str
+    split: str
+    models: tuple
+    rank_by: str
+    fallback_rank_by: str
+    decimals: int
+    level: float
 
+    def run(self, input, output):
+        import pandas as pd
 
-def leaderboard(*, dataset, split, summary_path, replicates_path, comparisons_path, drops_paths: dict, models_sheet,
-                rank_by, fallback_rank_by, decimals, level, out, out_ranks):
-    """The leaderboard CSV and the rank distribution it rests on (results/stats/.../ranks.parquet)."""
-    import pandas as pd
+        from radrank.leaderboard import build_leaderboard, rank_leaf_of, rank_uncertainty
+        from radrank.sheets import read_models_sheet
 
-    from radrank.leaderboard import build_leaderboard, rank_leaf_of, rank_uncertainty, read_model_metadata
-
-    summary = pd.read_parquet(summary_path)
-    rank_leaf, _ = rank_leaf_of(list(dict.fromkeys(summary["metric"])), rank_by, fallback_rank_by)
-    # only the rank leaf's resamples: the file holds every leaf's
-    replicates = pd.read_parquet(replicates_path, filters=[("metric", "==", rank_leaf)])
-    comparisons = pd.read_parquet(comparisons_path, filters=[("metric", "==", rank_leaf)])
-    rank_summary, distribution, tied = rank_uncertainty(summary, replicates, comparisons, rank_by=rank_by,
-                                                        fallback_rank_by=fallback_rank_by, level=level)
-    drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in drops_paths.items()}
-    meta = read_model_metadata(models_sheet) if models_sheet else None
-    table = build_leaderboard(summary, drops, meta, rank_by=rank_by, fallback_rank_by=fallback_rank_by,
-                              decimals=decimals, rank_summary=rank_summary, tied=tied)
-    first = table.iloc[0]
-    log.info("%s/%s leaderboard: %d models, %s; rank 1: %s (P(rank=1) = %s, rank interval %s)", dataset, split,
-             len(table), first["Ranked by"], first["Model Name"], first["P(rank=1)"], first["Rank CI"])
-    prov = provenance.record("ranks", dataset=dataset, split=split, metric=rank_leaf, level=level,
-                             n_bootstrap=int(rank_summary["n_bootstrap"].iloc[0]) if len(rank_summary) else 0,
-                             method="competition ranks of the models on every shared bootstrap resample "
-                                    "(radrank.stats.ranks)")
-    io.write_parquet(distribution, out_ranks, prov)
-    io.write_csv(table, out)
+        summary = pd.read_parquet(input.summary)
+        rank_leaf, _ = rank_leaf_of(list(dict.fromkeys(summary["metric"])), self.rank_by, self.fallback_rank_by)
+        # only the rank leaf's resamples: the file holds every leaf's
+        replicates = pd.read_parquet(input.replicates, filters=[("metric", "==", rank_leaf)])
+        comparisons = pd.read_parquet(input.comparisons, filters=[("metric", "==", rank_leaf)])
+        rank_summary, distribution, tied = rank_uncertainty(summary, replicates, comparisons, rank_by=self.rank_by,
+                                                            fallback_rank_by=self.fallback_rank_by, level=self.level)
+        drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in zip(self.models, input.drops)}
+        sheet = input.get("models_sheet")
+        meta = read_models_sheet(sheet) if sheet else None
+        table = build_leaderboard(summary, drops, meta, rank_by=self.rank_by, fallback_rank_by=self.fallback_rank_by,
+                                  decimals=self.decimals, rank_summary=rank_summary, tied=tied)
+        first = table.iloc[0]
+        log.info("%s/%s leaderboard: %d models, %s; rank 1: %s (P(rank=1) = %s, rank interval %s)", self.dataset,
+                 self.split, len(table), first["Ranked by"], first["Model Name"], first["P(rank=1)"],
+                 first["Rank CI"])
+        prov = provenance.record("ranks", dataset=self.dataset, split=self.split, metric=rank_leaf, level=self.level,
+                                 n_bootstrap=int(rank_summary["n_bootstrap"].iloc[0]) if len(rank_summary) else 0,
+                                 method="competition ranks of the models on every shared bootstrap resample "
+                                        "(radrank.stats.ranks)")
+        io.write_parquet(distribution, output.ranks, prov)
+        io.write_csv(table, output.board)
 
 
-def report(*, layout: list, bootstrap: dict, empty_hypothesis: str, cases: int, out_markdown, out_html,
-           out_figures, metaeval_paths: dict | None = None, config_hash: str | None = None):
-    """The report page, its Markdown summary and its figures as SVG files (the same SVG the page inlines).
-
-    ``layout``: per dataset × split the files it reads (rules/common.smk, ``report_layout``);
-    ``metaeval_paths``: optional {set name: agreement CSV} for the meta-evaluation section.
-    """
-    import os
-
-    import pandas as pd
-
-    from radrank.report import load_group, render_report
-
-    groups = []
-    for entry in layout:
-        group = load_group(entry, cases=cases)
-        names = group.names
-        log.info("%s/%s: %d models (%s), %d per-sample rows, %d drill-down cases", group.dataset, group.split,
-                 len(group.order), ", ".join(names[m] for m in group.order), len(group.values), len(group.cases))
-        groups.append(group)
-    metaeval = {name: pd.read_csv(path) for name, path in (metaeval_paths or {}).items()}
-    markdown, html, figures = render_report(groups, bootstrap=bootstrap, empty_hypothesis=empty_hypothesis,
-                                            cases=cases, metaeval=metaeval or None,
-                                            link_base=os.path.dirname(str(out_html)), config_hash=config_hash)
-    os.makedirs(out_figures, exist_ok=True)  # a directory output, complete once the page is written
-    for name, svg in sorted(figures.items()):
-        io.write_text(svg, os.path.join(str(out_figures), name))
-    log.info("report: %d figures, %.1f kB of HTML", len(figures), len(html.encode()) / 1000)
-    io.write_text(html, out_html)
-    io.write_text(markdown, out_markdown)
+GROUP_FILES = ("leaderboard", "ranks", "summary", "comparisons")  # a report group's input list starts with these
+MODEL_FILES = ("pairs", "drops")  # then per model these, then its score files (one per metric)
 
 
-def run_rule(snakemake, job, **kwargs):
-    """Run ``job(**kwargs)`` for a rule script (a process of its own): :func:`run_logged`, and a failure
-    exits non-zero after its line is logged."""
-    import sys
+@dataclass(frozen=True)
+class Report(Job):
+    """The report page, its Markdown summary and its figures. Input: ``group0``, ``group1``, … (per dataset ×
+    split: :data:`GROUP_FILES`, then per model :data:`MODEL_FILES` and its score files), ``metaeval``
+    (one agreement table per set, in :attr:`metaeval_sets` order)."""
 
-    try:
-        run_logged(job, rule=snakemake.rule, log_path=snakemake.log[0] if snakemake.log else None,
-                   this_thread_only=False, **kwargs)
-    except JobFailed:
-        sys.exit(1)
+    groups: tuple  # ((dataset, split, models, metrics), ...)
+    bootstrap: dict
+    empty_hypothesis: str
+    cases: int
+    metaeval_sets: tuple
+    config_hash: str
+
+    @classmethod
+    def of_layout(cls, layout: list, *, bootstrap: dict, empty_hypothesis: str, cases: int, metaeval_sets=(),
+                  config_hash: str = ""):
+        """The job for an explicit layout (files written elsewhere: tests, benchmarks); run it with :meth:`write`."""
+        groups = tuple((g["dataset"], g["split"], tuple(g["models"]),
+                        tuple(next(iter(g["models"].values()))["scores"]) if g["models"] else ()) for g in layout)
+        return cls(groups=groups, bootstrap=dict(bootstrap), empty_hypothesis=empty_hypothesis, cases=cases,
+                   metaeval_sets=tuple(metaeval_sets), config_hash=config_hash)
+
+    def layout(self, input) -> list:
+        """Per group the files it reads, as :func:`radrank.report.load_group` takes them."""
+        out = []
+        for i, (dataset, split, models, metric_names) in enumerate(self.groups):
+            files = list(input[f"group{i}"])
+            head, rest = files[:len(GROUP_FILES)], files[len(GROUP_FILES):]
+            per_model = by_model(rest, list(models), len(MODEL_FILES) + len(metric_names))
+            entry = {"dataset": dataset, "split": split, **dict(zip(GROUP_FILES, head)), "models": {}}
+            for model, paths in per_model.items():
+                entry["models"][model] = {**dict(zip(MODEL_FILES, paths)),
+                                          "scores": dict(zip(metric_names, paths[len(MODEL_FILES):]))}
+            out.append(entry)
+        return out
+
+    def run(self, input, output):
+        self.write(self.layout(input), input.get("metaeval", []), output)
+
+    def write(self, layout: list, metaeval_paths, output):
+        """The report of ``layout`` (:meth:`layout`) and the sets' agreement tables (``metaeval_paths``)."""
+        import os
+
+        import pandas as pd
+
+        from radrank.report import load_group, render_report
+
+        groups = []
+        for entry in layout:
+            group = load_group(entry, cases=self.cases)
+            names = group.names
+            log.info("%s/%s: %d models (%s), %d per-sample rows, %d drill-down cases", group.dataset, group.split,
+                     len(group.order), ", ".join(names[m] for m in group.order), len(group.values), len(group.cases))
+            groups.append(group)
+        metaeval = {name: pd.read_csv(path) for name, path in zip(self.metaeval_sets, metaeval_paths)}
+        markdown, html, figures = render_report(groups, bootstrap=self.bootstrap,
+                                                empty_hypothesis=self.empty_hypothesis, cases=self.cases,
+                                                metaeval=metaeval or None,
+                                                link_base=os.path.dirname(str(output.html)),
+                                                config_hash=self.config_hash)
+        os.makedirs(output.figures, exist_ok=True)  # a directory output, complete once the page is written
+        for name, svg in sorted(figures.items()):
+            io.write_text(svg, os.path.join(str(output.figures), name))
+        log.info("report: %d figures, %.1f kB of HTML", len(figures), len(html.encode()) / 1000)
+        io.write_text(html, output.html)
+        io.write_text(markdown, output.markdown)
 
 
-def generate_shard(*, model, adapter, root, adapter_options, generator, settings, trust_remote_code, task, shard,
-                   out_pairs, out_drops, **options):
+# --- generation ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Generate(Job):
     """One shard of a generation run: a backbone (radrank.backbones) or a user's callable over a dataset."""
-    from radrank import backbones, generate
-    from radrank.datasets import make_adapter
 
-    if generator in backbones.names():
-        fn = backbones.load(generator, settings, trust_remote_code, task=task)
-    else:
-        fn = generator  # "package.module:callable", resolved by the generation job
-    generate.generate(make_adapter(adapter, root, **adapter_options), fn, shard=tuple(shard), out_pairs=out_pairs,
-                      out_drops=out_drops, task=task, model=model, generator_settings=settings, **options)
+    model: str
+    adapter: str
+    root: str
+    adapter_options: dict
+    generator: str
+    settings: dict
+    trust_remote_code: tuple
+    task: str
+    ref_section: str
+    use_indication: bool
+    image_format: str
+    max_images: int | None
+    batch_size: int
+    max_samples: int | None
+    empty_hypothesis: str
+    max_chars: int | None
+    shard: tuple
+
+    def run(self, input, output):
+        from radrank import backbones, generate
+        from radrank.datasets import make_adapter
+
+        if self.generator in backbones.names():
+            fn = backbones.load(self.generator, self.settings, self.trust_remote_code, task=self.task)
+        else:
+            fn = self.generator  # "package.module:callable", resolved by the generation job
+        generate.generate(make_adapter(self.adapter, self.root, **self.adapter_options), fn, shard=tuple(self.shard),
+                          out_pairs=output.pairs, out_drops=output.drops, task=self.task, model=self.model,
+                          generator_settings=self.settings, ref_section=self.ref_section,
+                          use_indication=self.use_indication, image_format=self.image_format,
+                          max_images=self.max_images, batch_size=self.batch_size, max_samples=self.max_samples,
+                          empty_hypothesis=self.empty_hypothesis, max_chars=self.max_chars)
 
 
-def merge_generated(*, pair_paths, drop_paths, out_pairs, out_drops):
-    from radrank import generate
+@dataclass(frozen=True)
+class MergeGenerated(Job):
+    """A generated model's shards, in dataset order. Input: ``pairs`` and ``drops`` (shards, in order)."""
 
-    generate.merge(pair_paths=list(pair_paths), drop_paths=list(drop_paths), out_pairs=out_pairs,
-                   out_drops=out_drops)
+    def run(self, input, output):
+        from radrank import generate
 
-
-def metaeval_pairs(*, set_name, reader, files: dict, options: dict, out_pairs, out_items):
-    """A human-judged set → canonical pairs (scored like any submission) and its item table."""
-    from radrank import metaeval
-
-    item_set = metaeval.read_set(set_name, reader, files, options)
-    pairs = metaeval.pairs_table(item_set)
-    paths = [p for value in files.values() for p in (value if isinstance(value, list) else [value])]
-    sources = {str(p): provenance.file_sha256(p) for p in paths}
-    prov = provenance.record("pairs", dataset=metaeval.dataset_name(set_name), split=metaeval.SPLIT,
-                             model=metaeval.MODEL, format=f"metaeval-{reader}", sources=sources,
-                             ref_section=None, empty_hypothesis="score", max_report_chars=None, n_pairs=len(pairs))
-    log.info("meta-evaluation set %s: %d candidates in %d cases (%s)", set_name, len(pairs),
-             item_set.items["case"].nunique(), item_set.description)
-    io.write_parquet(item_set.items, out_items, {**prov, "stage": "metaeval_items", "metaeval": item_set.meta()})
-    io.write_parquet(pairs, out_pairs, prov)
+        generate.merge(pair_paths=list(input.pairs), drop_paths=list(input.drops), out_pairs=output.pairs,
+                       out_drops=output.drops)
 
 
-def metaeval_agreement(*, set_name, items_path, score_paths: list, metric_names, n_boot, seed, level, tie_tolerance,
-                       out_scores, out_agreement, out_comparisons):
-    """Per-item scores, agreement per metric leaf with its interval, and paired metric comparisons."""
-    from radrank.metaeval import agreement
-    from radrank.metaeval.items import from_meta
+# --- meta-evaluation ---------------------------------------------------------------------------------------
 
-    prov = io.read_provenance(items_path)
-    item_set = from_meta(prov["metaeval"], io.read_parquet(items_path))
-    leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
-    metric_of_leaf = {leaf.name: name for name in metric_names for leaf in metrics.get(name).leaves}
-    per_item, table, comparisons = agreement.evaluate(
-        item_set, _merge_scores(score_paths), leaves, n_boot=n_boot, seed=seed, level=level,
-        tie_tolerance=tie_tolerance, metric_of_leaf=metric_of_leaf)
-    skipped = table.loc[table["measure"] == "not_applicable", "metric"].tolist()
-    if skipped:
-        log.info("%s: %s are corpus statistics with no value per report; listed as not_applicable", set_name,
-                 ", ".join(skipped))
-    if item_set.fitted_metrics:
-        log.info("%s: %s %s", set_name, ", ".join(item_set.fitted_metrics), item_set.fitted_note)
-    out_prov = provenance.record(
-        "metaeval", set=set_name, metrics=list(metric_names), n_bootstrap=n_boot, seed=seed, level=level,
-        tie_tolerance=tie_tolerance, items=prov.get("sources"),
-        score_provenance=[io.read_provenance(p).get("metric") for p in score_paths],
-        method="radrank.metaeval.agreement: bootstrap over cases with radrank.stats.bootstrap's draws")
-    headline = table[table["headline"]]
-    for row in headline.itertuples():
-        log.info("%s %s %s: %.3f [%.3f, %.3f] (n=%d)", set_name, row.measure, row.metric, row.estimate,
-                 row.ci_lower, row.ci_upper, row.n)
-    io.write_csv(comparisons, out_comparisons)
-    io.write_csv(table, out_agreement)
-    io.write_parquet(per_item, out_scores, out_prov)
+
+@dataclass(frozen=True)
+class MetaevalPairs(Job):
+    """A human-judged set → canonical pairs (scored like any submission) and its item table.
+    Input: the set's files, named as its reader names them."""
+
+    set_name: str
+    reader: str
+    options: dict
+    files: tuple  # the input names holding one file each
+    file_lists: tuple = ()  # the input names holding a list of files
+
+    def run(self, input, output):
+        from radrank import metaeval
+
+        files = {**{name: input[name] for name in self.files}, **{name: list(input[name]) for name in self.file_lists}}
+        item_set = metaeval.read_set(self.set_name, self.reader, files, self.options)
+        pairs = metaeval.pairs_table(item_set)
+        paths = [p for value in files.values() for p in (value if isinstance(value, list) else [value])]
+        sources = {str(p): provenance.file_sha256(p) for p in paths}
+        prov = provenance.record("pairs", dataset=metaeval.dataset_name(self.set_name), split=metaeval.SPLIT,
+                                 model=metaeval.MODEL, format=f"metaeval-{self.reader}", sources=sources,
+                                 ref_section=None, empty_hypothesis="score", max_report_chars=None, n_pairs=len(pairs))
+        log.info("meta-evaluation set %s: %d candidates in %d cases (%s)", self.set_name, len(pairs),
+                 item_set.items["case"].nunique(), item_set.description)
+        io.write_parquet(item_set.items, output.item_table, {**prov, "stage": "metaeval_items",
+                                                             "metaeval": item_set.meta()})
+        io.write_parquet(pairs, output.pairs, prov)
+
+
+@dataclass(frozen=True)
+class MetaevalAgreement(Job):
+    """Per-item scores, agreement per metric leaf with its interval, and paired metric comparisons.
+    Input: ``item_table`` and ``scores`` (one file per metric, in :attr:`metric_names` order)."""
+
+    set_name: str
+    metric_names: tuple
+    n_boot: int
+    seed: int
+    level: float
+    tie_tolerance: float
+
+    def run(self, input, output):
+        from radrank.metaeval import agreement
+        from radrank.metaeval.items import from_meta
+
+        prov = io.read_provenance(input.item_table)
+        item_set = from_meta(prov["metaeval"], io.read_parquet(input.item_table))
+        leaves = [leaf for name in self.metric_names for leaf in metrics.leaves(name)]
+        metric_of_leaf = {leaf.name: name for name in self.metric_names for leaf in metrics.leaves(name)}
+        score_paths = list(input.scores)
+        per_item, table, comparisons = agreement.evaluate(
+            item_set, merge_scores(score_paths), leaves, n_boot=self.n_boot, seed=self.seed, level=self.level,
+            tie_tolerance=self.tie_tolerance, metric_of_leaf=metric_of_leaf)
+        skipped = table.loc[table["measure"] == "not_applicable", "metric"].tolist()
+        if skipped:
+            log.info("%s: %s are corpus statistics with no value per report; listed as not_applicable",
+                     self.set_name, ", ".join(skipped))
+        if item_set.fitted_metrics:
+            log.info("%s: %s %s", self.set_name, ", ".join(item_set.fitted_metrics), item_set.fitted_note)
+        out_prov = provenance.record(
+            "metaeval", set=self.set_name, metrics=list(self.metric_names), n_bootstrap=self.n_boot, seed=self.seed,
+            level=self.level, tie_tolerance=self.tie_tolerance, items=prov.get("sources"),
+            score_provenance=[io.read_provenance(p).get("metric") for p in score_paths],
+            method="radrank.metaeval.agreement: bootstrap over cases with radrank.stats.bootstrap's draws")
+        headline = table[table["headline"]]
+        for row in headline.itertuples():
+            log.info("%s %s %s: %.3f [%.3f, %.3f] (n=%d)", self.set_name, row.measure, row.metric, row.estimate,
+                     row.ci_lower, row.ci_upper, row.n)
+        io.write_csv(comparisons, output.comparisons)
+        io.write_csv(table, output.agreement)
+        io.write_parquet(per_item, output.scores, out_prov)

@@ -20,24 +20,15 @@ import math
 
 import numpy as np
 
-from radrank.workflow import MODEL_COLUMNS, read_sheet
-
-# ReXrank's columns and the leaf each one shows (None: derived).
-REXRANK_COLUMNS = (
-    ("BLEU", "bleu2"),
-    ("BertScore", "bertscore"),
-    ("SembScore", "semb_score"),
-    ("RadGraph", "radgraph_combined"),
-    ("1/RadCliQ-v1", None),
-    ("RaTEScore", "ratescore"),
-    ("GREEN", "green"),
-)
 META_COLUMNS = ("Date", "Model Name", "Institution", "Model URL")
 
 
-def read_model_metadata(path):
-    sheet = read_sheet(path, ("model",), MODEL_COLUMNS[1:])
-    return {row["model"]: row for row in sheet.to_dict("records")}
+def rexrank_columns() -> list:
+    """ReXrank's metric columns in its order: every registered metric's board columns
+    (:class:`radrank.metrics.base.BoardColumn`), by position."""
+    from radrank import metrics
+
+    return sorted((col for name in metrics.names() for col in metrics.get(name).board), key=lambda c: c.position)
 
 
 def rank_leaf_of(leaves, rank_by: str, fallback_rank_by: str) -> tuple[str, str]:
@@ -79,7 +70,8 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
         return round(float(x), decimals) if x is not None and math.isfinite(float(x)) else None
 
     rows = []
-    shown = {leaf for _, leaf in REXRANK_COLUMNS if leaf}
+    board = rexrank_columns()
+    shown = {col.leaf for col in board if not col.reciprocal}
     extra = [leaf for leaf in leaves if leaf not in shown]
     for m in models:
         md = (meta or {}).get(m, {})
@@ -95,12 +87,12 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
             else:
                 row[column] = row[f"{column} CI low"] = row[f"{column} CI high"] = None
 
-        for column, leaf in REXRANK_COLUMNS:
-            if leaf is None:
-                v1 = by.loc[(m, "radcliq_v1"), "estimate"] if (m, "radcliq_v1") in by.index else None
-                row[column] = rounded(1.0 / v1) if v1 not in (None, 0.0) and math.isfinite(v1) else None
+        for col in board:
+            if col.reciprocal:  # ReXrank's 1/RadCliQ-v1: 1 / the mean, no interval
+                mean = by.loc[(m, col.leaf), "estimate"] if (m, col.leaf) in by.index else None
+                row[col.title] = rounded(1.0 / mean) if mean not in (None, 0.0) and math.isfinite(mean) else None
             else:
-                put(column, leaf)
+                put(col.title, col.leaf)
         for leaf in extra:
             put(str(info.loc[leaf, "label"]), leaf)
         listed = drops.get(m)

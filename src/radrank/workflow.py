@@ -1,98 +1,55 @@
-"""The workflow's plan: which (dataset, split, model) jobs exist and what they read.
+"""The workflow's plan: which jobs exist, what each one depends on, checked once when the workflow loads.
 
-Built once from the validated config when the Snakefile loads; the rules'
-input functions (rules/common.smk) only look things up here, so building the
-DAG never opens a submission file.
+Built once from the validated config when the Snakefile loads (:meth:`Plan.load`). Everything a
+rule or input function asks is answered here, from this one reading of the config:
+
+* the submissions (sheet and ``generation`` entries) — so building the DAG never opens a submission;
+* every metric's typed settings, built once (:func:`radrank.metrics.configured`): an unknown key or
+  an ill-typed value is a ConfigError naming ``metric_settings.<metric>.<key>`` before any job
+  starts; a rule's identity (:meth:`Plan.identity_of`) holds only the settings that change scores;
+* what every metric and backbone will load (:meth:`Plan.weight_refs`): checked on this machine's
+  files before any environment is built or job started (:meth:`Plan.check_weights`);
+* the job objects (:mod:`radrank.jobs`) each rule runs, with exactly what its outputs depend on.
+
+The Plan never changes the config it is given.
 """
 
 from __future__ import annotations
 
-import re
+import copy
+import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from radrank import metrics
-from radrank.errors import ConfigError
-from radrank.models import apply_remote_code_allow_list
+from radrank import jobs, metaeval, metrics
+from radrank.errors import ConfigError, MissingWeightsError
+from radrank.sheets import NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, is_name, read_sheet
 
-NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.+-]*"
-_NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
-SHEET_COLUMNS = ("model", "dataset", "path")
-SHEET_OPTIONAL = ("reference_path", "split")
-MODEL_COLUMNS = ("model", "name", "date", "institution", "url")
+GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
+GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
+DEFAULT_GENERATION_BATCH = 8
+WEIGHTS_CHECK_ENV = "RADRANK_WEIGHTS_CHECK"  # "off": skip (a dry run or DAG benchmark without weights)
+VQA_SPLIT = "vqa"
 
-
-def read_sheet(path, required, optional=()):
-    """Read a TSV/CSV sheet as stripped strings; blank cells become "".
-
-    Blank lines and lines starting with ``#`` are skipped. A row with more cells than the header
-    (a stray tab or comma) is an error naming the row, its line and the extra cells; empty cells
-    after the last column are ignored.
-    """
-    import csv
-
-    import pandas as pd
-
-    path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"sheet {path} does not exist")
-    sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"sheet {path} cannot be read: {e}") from None
-    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1)
-             if line.strip() and not line.lstrip().startswith("#")]
-    if not lines:
-        raise ConfigError(f"sheet {path} is empty: it needs a header line {list(required)}")
-    try:
-        cells = [[c.strip() for c in row] for row in csv.reader((line for _, line in lines), delimiter=sep,
-                                                                  strict=True)]
-    except csv.Error as e:
-        raise ConfigError(f"sheet {path} cannot be read: {e}") from None
-    header, body = cells[0], cells[1:]
-    what = "tab" if sep == "\t" else "comma"
-    rows = []
-    for i, ((line_no, _), row) in enumerate(zip(lines[1:], body), start=1):
-        extra = row[len(header):]
-        if any(extra):
-            raise ConfigError(
-                f"sheet {path}, row {i} (line {line_no}): {len(row)} cells but the header has {len(header)} "
-                f"columns ({', '.join(header)}); extra {extra[:3]} — a stray {what}? Cells are separated by "
-                f"one {what}; leave a cell empty, never skip it")
-        rows.append(row[:len(header)] + [""] * (len(header) - len(row)))
-    df = pd.DataFrame(rows, columns=header, dtype=object)
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise ConfigError(f"sheet {path} lacks column(s) {missing}; it has {list(df.columns)}")
-    unknown = [c for c in df.columns if c not in (*required, *optional)]
-    if unknown:
-        raise ConfigError(f"sheet {path} has unknown column(s) {unknown}; allowed: {[*required, *optional]}")
-    for col in optional:
-        if col not in df.columns:
-            df[col] = ""
-    return df
+__all__ = ["GENERATED", "NAME_PATTERN", "Generation", "Plan", "Submission"]
 
 
-def metric_closure(requested) -> list[str]:
-    """Requested metrics plus nothing else, checked: unknown names and missing requirements are errors."""
+def metric_closure(requested, key: str) -> list[str]:
+    """Requested metrics, checked: unknown names and missing requirements are errors naming config ``key``."""
     known = metrics.names()
     unknown = [m for m in requested if m not in known]
     if unknown:
-        raise ConfigError(f"unknown metric(s) {unknown} in config 'metrics'; known metrics: {known}")
+        raise ConfigError(f"unknown metric(s) {unknown} in config '{key}'; known metrics: {known}")
     for name in requested:
         missing = [r for r in metrics.get(name).requires if r not in requested]
         if missing:
             raise ConfigError(f"metric {name!r} is computed from {list(metrics.get(name).requires)}; "
-                              f"add {missing} to config 'metrics' (or remove {name!r})")
+                              f"add {missing} to config '{key}' (or remove {name!r})")
     return list(requested)
 
 
-GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
-GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
-
-
-@dataclass
+@dataclass(frozen=True)
 class Generation:
     """One model run over an image dataset (config ``generation``), with defaults filled in."""
 
@@ -101,50 +58,55 @@ class Generation:
     adapter: str
     root: str
     generator: str
+    where: str  # the config entry, for messages
+    settings_key: str  # where its settings are in the config, e.g. generation[0].settings
     adapter_options: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)  # a backbone's settings with its defaults merged in
     splits: tuple = ("findings",)
     use_indication: bool = False
     image_format: str = "pil"
     max_images: int | None = None
-    batch_size: int | None = None  # samples per generator call (None: 8, on vLLM its max_num_seqs)
+    batch_size: int | None = None  # samples per generator call (None: the backbone decides)
     max_samples: int | None = None
     shards: int = 1
 
     @property
-    def samples_per_call(self) -> int:
-        """The generator's batch: ``batch_size``, else 8 — or, on vLLM, enough samples to fill its
-        continuous batch (``max_num_seqs``, 256 by default), since vLLM schedules them itself."""
-        if self.batch_size is not None:
-            return int(self.batch_size)
-        from radrank.backbones.vllm_recipe import VLLM_GENERATION_SETTINGS, uses_vllm
+    def backbone(self) -> bool:
+        """Run by one of radrank's backbones (else a user's callable, ``package.module:callable``)."""
+        from radrank import backbones
 
-        if uses_vllm(self.settings):
-            return int(self.settings.get("max_num_seqs") or VLLM_GENERATION_SETTINGS["max_num_seqs"])
-        return 8
+        return self.generator in backbones.names()
 
     @property
     def env(self) -> str:
-        """The generation job's environment family: the backbone's, the vllm family with ``backend: vllm``,
-        or gen-base for a user's callable."""
         from radrank import backbones
-        from radrank.backbones.vllm_recipe import uses_vllm
 
-        if self.generator not in backbones.names():
-            return GENERIC_GENERATOR_ENV
-        return metrics.VLLM_ENV if uses_vllm(self.settings) else backbones.get(self.generator).env
+        return backbones.env(self.generator, self.settings) if self.backbone else GENERIC_GENERATOR_ENV
 
     @property
     def gpus(self) -> int:
         from radrank import backbones
-        from radrank.backbones.vllm_recipe import gpus_of
 
-        if self.generator not in backbones.names():
-            return 0
-        return gpus_of(self.settings, backbones.get(self.generator).resources.gpu)
+        return backbones.gpus(self.generator, self.settings) if self.backbone else 0
+
+    @property
+    def samples_per_call(self) -> int:
+        from radrank import backbones
+
+        if self.backbone:
+            return backbones.samples_per_call(self.generator, self.settings, self.batch_size)
+        return int(self.batch_size or DEFAULT_GENERATION_BATCH)
+
+    def weights(self) -> tuple:
+        from radrank import backbones
+
+        if not self.backbone:
+            return ()
+        return backbones.weights(self.generator, self.settings, f"{self.where}: backbone {self.generator!r}",
+                                 key=self.settings_key)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Submission:
     model: str
     dataset: str
@@ -155,43 +117,51 @@ class Submission:
     generation: Generation | None = None
 
 
-@dataclass
 class Plan:
-    config: dict
-    submissions: dict = field(default_factory=dict)  # (dataset, model) -> Submission
-    metric_names: list = field(default_factory=list)  # findings and reports splits
-    vqa_metric_names: list = field(default_factory=list)  # vqa split
+    def __init__(self, config: dict, base_dir: str | Path = "."):
+        self.config = copy.deepcopy(config)
+        self.base_dir = Path(base_dir)
+        self.submissions: dict = {}  # (dataset, model) -> Submission
+        self.metric_names = metric_closure(self.config["metrics"], "metrics")  # findings and reports splits
+        self.vqa_metric_names = metric_closure(self.config.get("vqa_metrics", ["vqa"]), "vqa_metrics")
+        for key in ("metric_settings", "shards"):
+            for name in self.config.get(key) or {}:
+                if name not in self.all_metric_names():
+                    raise ConfigError(f"config '{key}' names {name!r}, which is not among the configured metrics")
+        # Every metric's settings, built once: the single place defaults are merged and values checked.
+        self.settings = {name: metrics.configured(name, self.config) for name in self.all_metric_names()}
+        self.metaeval_sets = metaeval.sets_from_config(self.config)
+        self._read_sheet()
+        self._read_generation()
+        if not self.submissions:
+            raise ConfigError(f"nothing to score: sheet {self.config['submissions']} lists no submissions and "
+                              "config 'generation' is empty")
 
     @classmethod
     def from_config(cls, config: dict, base_dir: str | Path = ".") -> "Plan":
-        plan = cls(config=config)
-        plan.metric_names = metric_closure(config["metrics"])
-        plan.vqa_metric_names = metric_closure(config.get("vqa_metrics", ["vqa"]))
-        for key in ("metric_settings", "shards"):
-            for name in config.get(key, {}):
-                if name not in plan.all_metric_names():
-                    raise ConfigError(f"config '{key}' names {name!r}, which is not among the configured metrics")
-        apply_remote_code_allow_list(config, plan.all_metric_names())  # the top-level list is the only switch
-        plan._read_sheet(base_dir)
-        plan._read_generation(base_dir)
-        if not plan.submissions:
-            raise ConfigError(f"nothing to score: sheet {config['submissions']} lists no submissions and config "
-                              "'generation' is empty")
+        return cls(config, base_dir)
+
+    @classmethod
+    def load(cls, config: dict, base_dir: str | Path = ".") -> "Plan":
+        """The plan of a run: built, and every model it needs checked on this machine (:meth:`check_weights`)."""
+        plan = cls(config, base_dir)
+        plan.check_weights()
         return plan
 
-    def _read_sheet(self, base_dir):
+    # --- reading the config ----------------------------------------------------------------------
+    def _read_sheet(self):
         config = self.config
         sheet = read_sheet(config["submissions"], SHEET_COLUMNS, SHEET_OPTIONAL)
         splits = tuple(config["splits"])
         for i, row in enumerate(sheet.to_dict("records"), start=1):
             where = f"sheet {config['submissions']}, row {i}"
             for col in ("model", "dataset"):
-                if not _NAME_RE.match(row[col]):
+                if not is_name(row[col]):
                     raise ConfigError(f"{where}: {col} {row[col]!r} must match {NAME_PATTERN} (no spaces or slashes)")
             if not row["path"]:
                 raise ConfigError(f"{where}: path is empty")
             for col in ("path", "reference_path"):
-                if row[col] and not (Path(base_dir) / row[col]).exists():
+                if row[col] and not (self.base_dir / row[col]).exists():
                     raise ConfigError(f"{where}: {col} {row[col]} does not exist")
             row_splits = splits
             if row["split"]:
@@ -202,28 +172,28 @@ class Plan:
             self._add(Submission(row["model"], row["dataset"], row["path"], row["reference_path"], row_splits, i),
                       where)
 
-    def _read_generation(self, base_dir):
+    def _read_generation(self):
         from radrank import backbones, datasets
 
         for i, entry in enumerate(self.config.get("generation", [])):
-            where = f"config 'generation' entry {i} ({entry.get('model')!r})"
-            gen = Generation(**{k: (tuple(v) if k == "splits" else v) for k, v in entry.items()})
+            where = f"config 'generation' entry {i} ({entry.get('model')!r} on {entry.get('dataset')!r})"
+            values = {k: (tuple(v) if k == "splits" else v) for k, v in entry.items()}
+            gen = Generation(**values, where=where, settings_key=f"generation[{i}].settings")
             for value, what in ((gen.model, "model"), (gen.dataset, "dataset")):
-                if not _NAME_RE.match(value):
+                if not is_name(value):
                     raise ConfigError(f"{where}: {what} {value!r} must match {NAME_PATTERN}")
             if gen.adapter not in datasets.names():
                 raise ConfigError(f"{where}: unknown adapter {gen.adapter!r}; known: {datasets.names()}")
-            if gen.generator not in backbones.names() and ":" not in gen.generator:
+            if not gen.backbone and ":" not in gen.generator:
                 raise ConfigError(f"{where}: generator {gen.generator!r} is neither a backbone "
                                   f"({backbones.names()}) nor an import path package.module:callable")
-            if gen.generator in backbones.names():
-                from radrank.backbones.base import merge_settings
-
-                try:  # a wrong setting (or a backend the backbone lacks) fails here, not in the job
-                    merge_settings(backbones.get(gen.generator), gen.settings)
+            if gen.backbone:  # a wrong setting (or a backend the backbone lacks) fails here, not in the job
+                try:
+                    merged = backbones.settings(gen.generator, gen.settings, gen.settings_key)
                 except ConfigError as e:
                     raise ConfigError(f"{where}: {e}") from None
-            if not (Path(base_dir) / gen.root).is_dir():
+                gen = dataclasses.replace(gen, settings=merged)
+            if not (self.base_dir / gen.root).is_dir():
                 raise ConfigError(f"{where}: root {gen.root} is not a folder")
             path = GENERATED.format(dataset=gen.dataset, split="{split}", model=gen.model) + ".parquet"
             self._add(Submission(gen.model, gen.dataset, path, "", gen.splits, None, gen), where)
@@ -240,12 +210,15 @@ class Plan:
             raise ConfigError(f"{where}: model {sub.model!r} is listed twice for dataset {sub.dataset!r}")
         self.submissions[key] = sub
 
-    # --- lookups used by input functions -------------------------------------------------
+    # --- what the run holds -----------------------------------------------------------------------
     def submission(self, dataset: str, model: str) -> Submission:
         return self.submissions[dataset, model]
 
     def generations(self) -> list[Submission]:
         return [s for s in self.submissions.values() if s.generation is not None]
+
+    def generation_of(self, dataset: str, model: str) -> Generation:
+        return self.submission(dataset, model).generation
 
     def generation_envs(self) -> list[str]:
         return sorted({s.generation.env for s in self.generations()})
@@ -265,83 +238,227 @@ class Plan:
         return sorted(m for d, s, m in self.entries() if (d, s) == (dataset, split))
 
     def metrics_for_split(self, split: str) -> list[str]:
-        return self.vqa_metric_names if split == "vqa" else self.metric_names
+        return self.vqa_metric_names if split == VQA_SPLIT else self.metric_names
 
     def all_metric_names(self) -> list[str]:
         return list(dict.fromkeys(self.metric_names + self.vqa_metric_names))
 
     def leaves(self, split: str = "findings"):
-        return [leaf for name in self.metrics_for_split(split) for leaf in metrics.get(name).leaves]
-
-    def shards(self, metric: str) -> int:
-        return int(self.config.get("shards", {}).get(metric, 1))
+        return [leaf for name in self.metrics_for_split(split) for leaf in metrics.leaves(name)]
 
     def scored_splits(self) -> list[str]:
         """Every split that pairs are scored on: the submissions' splits, plus the meta-evaluation
         sets' split when config ``metaeval`` names any set (those pairs go through the same rules)."""
-        from radrank import metaeval
-
         splits = {s for _, s, _ in self.entries()}
-        if metaeval.sets_from_config(self.config):
+        if self.metaeval_sets:
             splits.add(metaeval.SPLIT)
         return sorted(splits)
 
-    def _used_metrics(self) -> list[str]:
+    def used_metrics(self) -> list[str]:
+        """The configured metrics that score at least one split of this run."""
         used = self.scored_splits()
-        return [m for m in self.all_metric_names()
-                if any(m in self.metrics_for_split(split) for split in used)]
+        return [m for m in self.all_metric_names() if any(m in self.metrics_for_split(s) for s in used)]
 
-    # --- per-metric facts: every rule and input function asks these, never the registry directly,
-    # so that a metric's settings (e.g. a served model instead of a local one) can change them.
-    def env_of(self, metric: str) -> str:
-        """The environment family a metric is scored in (the vllm family for ``backend: vllm``)."""
-        return metrics.env_for(metric, self.settings_of(metric))
+    # --- per-metric facts: every rule and input function asks these, from the settings built once ----
+    def metric(self, name: str):
+        return metrics.get(name)
 
-    def gpus_of(self, metric: str) -> int:
-        """GPUs one scoring job of ``metric`` asks for (``tensor_parallel_size`` for ``backend: vllm``)."""
-        return metrics.gpus_for(metric, self.settings_of(metric))
+    def settings_of(self, name: str):
+        """The metric's typed settings (defaults filled, checked when the plan was built)."""
+        return self.settings[name]
 
-    def resources_of(self, metric: str):
-        """The metric's declared :class:`~radrank.metrics.base.Resources` (memory, runtime, threads)."""
-        return metrics.get(metric).resources
+    def env_of(self, name: str) -> str:
+        """The environment family a metric is scored in (e.g. the vllm family for ``backend: vllm``)."""
+        return self.metric(name).env(self.settings[name])
 
-    def settings_of(self, metric: str) -> dict:
-        """The metric's settings from config ``metric_settings`` (defaults not filled in)."""
-        return dict(self.config.get("metric_settings", {}).get(metric, {}))
+    def gpus_of(self, name: str) -> int:
+        return self.metric(name).gpus(self.settings[name])
 
-    def identity_of(self, metric: str) -> dict:
-        """What a metric's scores depend on besides its inputs: its version and its settings with defaults
-        (which name its model). The scoring rules' params, so that only a change here re-scores."""
-        spec = metrics.get(metric)
-        return {"version": spec.version, "model": spec.model, "settings": {**spec.settings, **self.settings_of(metric)}}
+    def resources_of(self, name: str):
+        return self.metric(name).resources(self.settings[name])
 
-    def batched(self, metric: str) -> bool:
-        """Scored together with the other cheap metrics of a (dataset, split, model) in one job: a CPU metric
-        without model, without required scores and without shards, whose job would be mostly start-up."""
-        spec = metrics.get(metric)
-        return (self.gpus_of(metric) == 0 and spec.model is None and "model" not in spec.settings
-                and not spec.requires and self.shards(metric) == 1)
+    def identity_of(self, name: str) -> dict:
+        """What a metric's scores depend on besides the pairs: its version and the settings that change
+        scores. A scoring rule's params: a change of a speed-only setting re-scores nothing."""
+        return self.metric(name).identity(self.settings[name])
 
-    def batches(self, env: str) -> list[tuple[str, tuple, tuple]]:
-        """(rule suffix, splits, metrics) of each batched scoring rule of ``env``: the splits scored with
-        the same batched metrics share a rule, suffixed "_vqa" when it serves only the vqa split."""
+    def shards(self, name: str) -> int:
+        return int((self.config.get("shards") or {}).get(name, 1))
+
+    def batched(self, name: str) -> bool:
+        """Scored in-process together with the other cheap metrics of a (dataset, split, model): a core-family
+        metric that loads no model, reads no other metric's scores and is not sharded."""
+        s = self.settings[name]
+        metric = self.metric(name)
+        return (metric.env(s) == "core" and self.gpus_of(name) == 0 and not metric.weights(s)
+                and not metric.requires and self.shards(name) == 1)
+
+    def batches(self) -> list[tuple[str, tuple, tuple]]:
+        """(rule suffix, splits, metrics) of each batched scoring rule: the splits scored with the same
+        batched metrics share a rule, suffixed "_vqa" when it serves only the vqa split."""
         by_metrics: dict = {}
         for split in self.scored_splits():
-            batch = tuple(self.batched_metrics(split, env))
+            batch = tuple(m for m in self.metrics_for_split(split) if self.batched(m))
             if batch:
                 by_metrics.setdefault(batch, []).append(split)
-        out = [("_vqa" if splits == ["vqa"] else "", tuple(splits), batch) for batch, splits in by_metrics.items()]
+        out = [("_vqa" if splits == [VQA_SPLIT] else "", tuple(splits), batch) for batch, splits in by_metrics.items()]
         if len({suffix for suffix, _, _ in out}) < len(out):  # more kinds of split than today: name them all
-            out = [("_" + "_".join(splits), splits, batch) for _, splits, batch in out]  # splits: a tuple here
+            out = [("_" + "_".join(splits), splits, batch) for _, splits, batch in out]
         return out
-
-    def batched_metrics(self, split: str, env: str | None = None) -> list[str]:
-        """The metrics of ``split`` (of ``env``, if given) scored in its batch job."""
-        return [m for m in self.metrics_for_split(split) if self.batched(m) and env in (None, self.env_of(m))]
 
     def metrics_one_by_one(self) -> list[str]:
         """The used metrics that are not batched: each scored in its own jobs (one rule per metric)."""
-        return [m for m in self._used_metrics() if not self.batched(m)]
+        return [m for m in self.used_metrics() if not self.batched(m)]
 
     def envs(self) -> list[str]:
-        return sorted({self.env_of(m) for m in self._used_metrics()})
+        return sorted({self.env_of(m) for m in self.used_metrics()})
+
+    # --- models this run loads ----------------------------------------------------------------------
+    def weight_refs(self) -> list:
+        """Every :class:`~radrank.runtime.WeightRef` the run's jobs will resolve: each used metric's
+        ``weights(settings)`` and each backbone's, the same calls the jobs make."""
+        refs = [ref for name in self.used_metrics() for ref in self.metric(name).weights(self.settings[name])]
+        return refs + [ref for sub in self.generations() for ref in sub.generation.weights()]
+
+    def check_weights(self) -> None:
+        """Fail at once, when the workflow loads, if a model the run needs is not available locally.
+
+        Jobs never download weights: 100 jobs fetching one model at once, or a GPU job finding out after
+        a minute of imports that its weights are missing, is what this prevents. Local paths and the
+        Hugging Face cache only (no torch, no network; milliseconds); ``RADRANK_WEIGHTS_CHECK=off`` skips it
+        (a dry run or a DAG benchmark on a machine without the weights).
+        """
+        from radrank.runtime import available
+
+        if os.environ.get(WEIGHTS_CHECK_ENV, "").strip().lower() == "off":
+            return
+        problems = []
+        for ref in dict.fromkeys(self.weight_refs()):
+            why = available(ref)
+            if why:
+                problems.append(str(ref.missing(why)))
+        if problems:
+            raise MissingWeightsError(
+                f"{len(problems)} model(s) the config needs are not available locally (checked before any job "
+                f"starts; {WEIGHTS_CHECK_ENV}=off skips the check, e.g. for a dry run):\n"
+                + "\n".join(f"  - {p}" for p in problems))
+
+    # --- the jobs -----------------------------------------------------------------------------------
+    def ingest_job(self, dataset: str, split: str, model: str) -> jobs.Ingest:
+        generated = self.submission(dataset, model).generation is not None
+        return jobs.Ingest(
+            dataset=dataset, split=split, model=model,
+            # generated references were cut to their section by the generation job
+            ref_section=None if generated else self.config["ref_section"].get(split, "full"),
+            empty_hypothesis=self.config["empty_hypothesis"], max_chars=self.config["max_report_chars"])
+
+    def score_job(self, name: str, shard: str | None = None) -> jobs.Score:
+        return jobs.Score(metric=name, identity=self.identity_of(name),
+                          shard=None if shard is None else parse_shard(shard))
+
+    def batch_job(self, names) -> jobs.ScoreBatch:
+        return jobs.ScoreBatch(identities={m: self.identity_of(m) for m in names})
+
+    def bootstrap_job(self, dataset: str, split: str) -> jobs.Bootstrap:
+        boot = self.config["bootstrap"]
+        return jobs.Bootstrap(dataset=dataset, split=split, models=tuple(self.models_for(dataset, split)),
+                              metrics=tuple(self.metrics_for_split(split)), n=boot["n"], seed=boot["seed"],
+                              level=boot["level"])
+
+    def ranking(self, split: str) -> tuple[str, str]:
+        """(rank_by, fallback_rank_by) of a split's leaderboard: the vqa split has its own leaf."""
+        board = self.config["leaderboard"]
+        if split == VQA_SPLIT:
+            return board["vqa_rank_by"], board["vqa_rank_by"]
+        return board["rank_by"], board["fallback_rank_by"]
+
+    def leaderboard_job(self, dataset: str, split: str) -> jobs.Leaderboard:
+        rank_by, fallback = self.ranking(split)
+        return jobs.Leaderboard(dataset=dataset, split=split, models=tuple(self.models_for(dataset, split)),
+                                rank_by=rank_by, fallback_rank_by=fallback,
+                                decimals=self.config["leaderboard"]["decimals"],
+                                level=self.config["bootstrap"]["level"])
+
+    def report_groups(self) -> tuple:
+        """((dataset, split, models, metrics), ...): what the report shows, in page order."""
+        return tuple((d, s, tuple(self.models_for(d, s)), tuple(self.metrics_for_split(s))) for d, s in self.groups())
+
+    def report_job(self) -> jobs.Report:
+        from radrank import provenance
+
+        boot = self.config["bootstrap"]
+        return jobs.Report(groups=self.report_groups(),
+                           bootstrap={"n": boot["n"], "seed": boot["seed"], "level": boot["level"]},
+                           empty_hypothesis=self.config["empty_hypothesis"], cases=self.config["report"]["cases"],
+                           metaeval_sets=tuple(self.metaeval_sets),
+                           # shown in the provenance section: the report is the one output that describes the run
+                           config_hash=provenance.stable_hash(self.config))
+
+    def report_mem_mb(self) -> int:
+        """The report holds every model's per-sample values of every group: grows with (model, group) entries."""
+        return 1000 + 4 * sum(len(self.models_for(d, s)) for d, s in self.groups())
+
+    def bootstrap_mem_mb(self, dataset: str, split: str) -> int:
+        """Linear in models × leaves (radrank.stats.bootstrap holds no per-pair copies)."""
+        from radrank.stats.bootstrap import memory_mb
+
+        return memory_mb(len(self.models_for(dataset, split)), len(self.leaves(split)), self.config["bootstrap"]["n"])
+
+    def generation_job(self, dataset: str, split: str, model: str, shard: str) -> jobs.Generate:
+        gen = self.generation_of(dataset, model)
+        vqa = split == VQA_SPLIT
+        return jobs.Generate(
+            model=gen.model, adapter=gen.adapter, root=gen.root, adapter_options=dict(gen.adapter_options),
+            generator=gen.generator, settings=dict(gen.settings),
+            trust_remote_code=tuple(self.config["trust_remote_code"]), task="vqa" if vqa else "report",
+            ref_section="findings" if vqa else self.config["ref_section"].get(split, "findings"),
+            use_indication=gen.use_indication, image_format=gen.image_format, max_images=gen.max_images,
+            batch_size=gen.samples_per_call, max_samples=gen.max_samples,
+            empty_hypothesis=self.config["empty_hypothesis"], max_chars=self.config["max_report_chars"],
+            shard=parse_shard(shard))
+
+    def metaeval_pairs_job(self, set_name: str) -> jobs.MetaevalPairs:
+        source = self.metaeval_sets[set_name]
+        lists = tuple(k for k, v in source.files.items() if isinstance(v, list))
+        return jobs.MetaevalPairs(set_name=source.name, reader=source.reader, options=dict(source.options),
+                                  files=tuple(k for k in source.files if k not in lists), file_lists=lists)
+
+    def metaeval_agreement_job(self, set_name: str) -> jobs.MetaevalAgreement:
+        m = self.config["metaeval"]
+        return jobs.MetaevalAgreement(set_name=set_name, metric_names=tuple(self.metric_names),
+                                      n_boot=m["n_bootstrap"], seed=m["seed"], level=m["level"],
+                                      tie_tolerance=m["tie_tolerance"])
+
+
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+
+
+def read_config(files) -> dict:
+    """The config of these YAML files (later ones win, key by key), validated and defaulted as the Snakefile does."""
+    import yaml
+    from snakemake.utils import validate
+
+    config: dict = {}
+    for path in files:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        with open(path) as fh:
+            config.update(yaml.safe_load(fh) or {})
+    try:
+        validate(config, str(SCHEMA))
+    except Exception as e:  # snakemake's WorkflowError carries the schema's message
+        raise ConfigError(f"config {', '.join(map(str, files))} is invalid: {str(e).splitlines()[0]}") from None
+    return config
+
+
+def preflight(files) -> list[str]:
+    """What a run of these config files needs before anything is built: the plan is built (every setting
+    checked), every model it loads looked for (:meth:`Plan.check_weights`); returns its environment families."""
+    plan = Plan.load(read_config(files))
+    return sorted(set(plan.envs()) | set(plan.generation_envs()))
+
+
+def parse_shard(shard: str) -> tuple[int, int]:
+    """(index, count) of a shard wildcard such as "2-of-8" (0-based index)."""
+    index, count = shard.split("-of-")
+    return int(index), int(count)

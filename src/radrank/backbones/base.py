@@ -23,13 +23,16 @@ the two-argument form, checking what comes back.
 
 Rules every recipe follows (and the tests check on tiny random models):
 
-* weights are resolved *before* torch or transformers is imported: a model that
+* weights are resolved *before* torch or transformers is imported, through the one
+  resolver (:func:`radrank.runtime.resolve`, :func:`resolve_models`): a model that
   is neither a local path nor in the Hugging Face cache fails at once with
   :class:`~radrank.errors.MissingWeightsError` naming the config key
-  (``backbone_settings.<backbone>.<setting>``) that points at a local copy;
+  (``backbone_settings.<backbone>.<setting>``) that points at a local copy; what
+  is resolved is what :func:`weight_refs` declares, so the workflow's load-time
+  check (:func:`radrank.backbones.weights`) and the job never disagree;
 * ``trust_remote_code`` is passed as True only for backbones whose checkpoints
   need it, and only when the configured model (the id or path, as written in the
-  config) is on the config allow-list (:func:`radrank.models.trust_remote_code`);
+  config) is on the config allow-list (:func:`radrank.runtime.allows_remote_code`);
   otherwise loading stops with :class:`~radrank.errors.ConfigError`;
 * one device per job: the model is moved whole to ``device`` (``"auto"``: the first
   visible CUDA device, i.e. the one SLURM's ``--gpus=1`` exposes, else the CPU),
@@ -43,14 +46,15 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from radrank.devices import device_of, dtype_of  # noqa: F401  (used by the recipes too)
-from radrank.errors import ConfigError, MissingWeightsError
+from radrank.devices import DTYPES, check_device, device_of, dtype_of
+from radrank.errors import ConfigError
 from radrank.metrics.base import Resources
+from radrank.runtime import Resolved, Runtime, WeightRef, allows_remote_code
 from radrank.text import clean, normalize_whitespace
 
 log = logging.getLogger("radrank")
@@ -87,40 +91,121 @@ class BackboneSpec:
     notes: str = ""
     vllm: bool = False  # vLLM implements the architecture: `backend: vllm` serves it (radrank.backbones.vllm_recipe)
     vllm_note: str = ""  # when it does not: why (the refusal names it)
+    # check(merged settings, where): the backbone's own rules across settings, raising a ConfigError that names
+    # <where>.<key>; run with the generic checks when the workflow loads
+    check: Callable[[dict, str], None] | None = field(default=None, compare=False)
 
 
 # --- settings -------------------------------------------------------------------------------------
 
+BACKENDS = ("hf", "vllm")
+MODEL_IMPLS = ("auto", "vllm", "transformers")
+DEFAULT_SAMPLES_PER_CALL = 8  # a generation job's samples per generator call when nothing else says
 
-def merge_settings(spec: BackboneSpec, settings: dict | None) -> dict:
-    """``spec.settings`` updated with ``settings``; unknown keys are a :class:`ConfigError`."""
+# The vLLM engine's settings of a backbone vLLM can serve (SPEC.vllm), with defaults for image prompts; the
+# judges' are radrank.engine.VLLMSettings. Only backend vllm reads them (radrank.backbones.vllm_recipe).
+VLLM_GENERATION_SETTINGS = {
+    "backend": "hf",  # hf (transformers generate) or vllm
+    "max_model_len": 8192,  # prompt (instruction + every image's tokens) + answer, per sequence
+    "gpu_memory_utilization": 0.9,  # share of each GPU vLLM may take (weights + KV cache)
+    "tensor_parallel_size": 1,  # GPUs per engine (the SLURM job requests this many)
+    "max_num_seqs": 256,  # sequences decoded together (continuous batching)
+    "enforce_eager": "auto",  # auto: CUDA graphs on CUDA, eager on the CPU
+    "cpu_kv_cache_gb": 4.0,  # CPU build only: KV cache size
+    "model_impl": "auto",  # auto, vllm (vLLM's own model code) or transformers (vLLM's Transformers backend)
+    "vllm_max_images": 16,  # images per prompt vLLM admits when max_images is not set
+}
+
+POSITIVE_INTS = ("batch_size", "max_new_tokens", "vqa_max_new_tokens")
+NULLABLE_POSITIVE_INTS = ("max_images", "tensor_parallel_size", "max_num_seqs", "vllm_max_images", "max_model_len")
+AUTO_OR_BOOL = ("enforce_eager",)
+
+
+def _named(where: str | None, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def backend_of(settings: dict, where: str | None = None) -> str:
+    """The generation backend a backbone's settings ask for (``hf`` when unset)."""
+    backend = str(settings.get("backend") or "hf").lower()
+    if backend not in BACKENDS:
+        raise ConfigError(f"{_named(where, 'backend')} must be one of {list(BACKENDS)}, "
+                          f"not {settings.get('backend')!r}")
+    return backend
+
+
+def uses_vllm(settings: dict | None) -> bool:
+    return backend_of(settings or {}) == "vllm"
+
+
+def gpus_of(settings: dict | None, default: int) -> int:
+    """GPUs a generation job requests: ``tensor_parallel_size`` on vLLM, else the backbone's ``default``."""
+    if uses_vllm(settings):
+        return max(1, int((settings or {}).get("tensor_parallel_size") or 1))
+    return default
+
+
+def model_impl_of_value(setting, where: str | None = None) -> str:
+    value = str(setting or "auto").lower()
+    if value not in MODEL_IMPLS:
+        raise ConfigError(f"{_named(where, 'model_impl')} must be one of {list(MODEL_IMPLS)}, not {setting!r}")
+    return value
+
+
+def _check_value(where: str, key: str, default, value) -> None:
+    """ConfigError naming ``<where>.<key>`` unless ``value`` has the kind of the setting's default."""
+    name = f"{where}.{key}"
+    if key in POSITIVE_INTS or key in NULLABLE_POSITIVE_INTS:
+        nullable = key in NULLABLE_POSITIVE_INTS
+        if (value is None and nullable) or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            return
+        raise ConfigError(f"{name} must be a positive integer{' or null' if nullable else ''}, not {value!r}")
+    if key in AUTO_OR_BOOL:
+        ok, kind = value == "auto" or isinstance(value, bool), "auto, true or false"
+    elif isinstance(default, bool):
+        ok, kind = isinstance(value, bool), "true or false"
+    elif isinstance(default, (int, float)):
+        ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+    elif isinstance(default, str):
+        ok, kind = isinstance(value, str), "a string"
+    elif isinstance(default, (list, tuple)):
+        ok, kind = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value), "a list of strings"
+    else:  # default None: an optional text (revision, image_dir, impression_prompt)
+        ok, kind = value is None or isinstance(value, str), "a string or null"
+    if not ok:
+        raise ConfigError(f"{name} must be {kind}, not {value!r}")
+
+
+def merge_settings(spec: BackboneSpec, settings: dict | None, where: str | None = None) -> dict:
+    """``spec.settings`` updated with ``settings``, checked: an unknown key, a value of the wrong kind or a
+    backend the backbone lacks is a :class:`ConfigError` naming ``<where>.<key>`` (``where`` defaults to
+    ``backbone_settings.<backbone>``)."""
+    where = where or f"{CONFIG_KEY}.{spec.name}"
     settings = dict(settings or {})
     if not spec.vllm and "backend" in settings:
-        from radrank.backbones.vllm_recipe import backend_of
-
-        if backend_of(settings) == "vllm":
+        if backend_of(settings, where) == "vllm":
             why = spec.vllm_note or "vLLM has no implementation of its architecture"
-            raise ConfigError(f"backbone {spec.name!r} cannot run on vLLM: {why}. Remove "
-                              f"{CONFIG_KEY}.{spec.name}.backend (or set it to hf)")
+            raise ConfigError(f"backbone {spec.name!r} cannot run on vLLM: {why}. Remove {where}.backend (or set it "
+                              f"to hf)")
         settings.pop("backend")  # hf: the only backend of this backbone
     unknown = sorted(set(settings) - set(spec.settings))
     if unknown:
-        raise ConfigError(f"backbone {spec.name!r} has no setting(s) {unknown} ({CONFIG_KEY}.{spec.name}); "
-                          f"known: {sorted(spec.settings)}")
+        raise ConfigError(f"backbone {spec.name!r} has no setting(s) {unknown} "
+                          f"({', '.join(f'{where}.{k}' for k in unknown)}); known: {sorted(spec.settings)}")
     merged = {**spec.settings, **settings}
-    for key in ("batch_size", "max_new_tokens"):
-        value = merged.get(key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{CONFIG_KEY}.{spec.name}.{key} must be a positive integer, not {value!r}")
-    if merged.get("max_images") is not None and (not isinstance(merged["max_images"], int)
-                                                 or merged["max_images"] < 1):
-        raise ConfigError(f"{CONFIG_KEY}.{spec.name}.max_images must be a positive integer or null")
-    if not merged.get("model"):
-        raise ConfigError(f"{CONFIG_KEY}.{spec.name}.model is empty")
+    for key, value in settings.items():
+        _check_value(where, key, spec.settings[key], value)
+    for key in spec.weights:
+        if not merged.get(key):
+            raise ConfigError(f"{where}.{key} is empty")
+    check_device(merged["device"], f"{where}.device")
+    if str(merged["dtype"]).lower() not in ("auto", *DTYPES):
+        raise ConfigError(f"{where}.dtype must be auto, fp32, bf16 or fp16, not {merged['dtype']!r}")
     if spec.vllm:
-        from radrank.backbones.vllm_recipe import check_settings
-
-        check_settings(spec.name, merged)
+        backend_of(merged, where)
+        model_impl_of_value(merged.get("model_impl"), where)
+    if spec.check is not None:
+        spec.check(merged, where)
     return merged
 
 
@@ -128,63 +213,61 @@ def config_key(backbone: str, setting: str) -> str:
     return f"{CONFIG_KEY}.{backbone}.{setting}"
 
 
+def check_task(spec: BackboneSpec, task: str) -> None:
+    if task not in spec.tasks:
+        raise ConfigError(f"backbone {spec.name!r} does not support task {task!r} (it supports: "
+                          f"{', '.join(spec.tasks)})")
+
+
+def prepare(spec: BackboneSpec, settings: dict | None, task: str) -> dict:
+    """What every backbone's ``load`` does first: its settings merged and checked, and the task checked."""
+    merged = merge_settings(spec, settings)
+    check_task(spec, task)
+    return merged
+
+
+def samples_per_call(spec: BackboneSpec, settings: dict | None, batch_size: int | None) -> int:
+    """A generation job's samples per generator call: ``batch_size``, else 8 — or, on vLLM, enough samples
+    to fill its continuous batch (``max_num_seqs``), since vLLM schedules them itself."""
+    if batch_size is not None:
+        return int(batch_size)
+    if spec.vllm and uses_vllm(settings):
+        return int((settings or {}).get("max_num_seqs") or VLLM_GENERATION_SETTINGS["max_num_seqs"])
+    return DEFAULT_SAMPLES_PER_CALL
+
+
 # --- weights and remote code ----------------------------------------------------------------------
 
-_WHY = re.compile(r"is not available locally \((.*)\)\. Point config", re.S)
+
+def weight_refs(spec: BackboneSpec, settings: dict | None, owner: str, key_prefix: str) -> tuple[WeightRef, ...]:
+    """The models loading ``spec`` with ``settings`` resolves: for each setting of ``spec.weights`` a directory
+    with config.json (the loaders find the weight files in it), named ``<key_prefix>.<setting>``; the hub
+    ``revision`` setting applies to ``model``."""
+    merged = {**spec.settings, **(settings or {})}
+    return tuple(WeightRef(owner, f"{key_prefix}.{setting}", merged[setting], need="config",
+                           revision=merged.get("revision") if setting == "model" else None)
+                 for setting in spec.weights)
 
 
-def resolve_weights(backbone: str, model: str, *, setting: str = "model", revision: str | None = None) -> Path:
-    """A local directory for ``model`` (a local path, or a Hugging Face id in the cache).
-
-    Fails at once, without importing torch, with a :class:`MissingWeightsError`
-    naming ``backbone_settings.<backbone>.<setting>``. A hub download is tried
-    only when the hub is on (``HF_HUB_OFFLINE`` unset), with short timeouts
-    (:func:`radrank.models.resolve`).
-    """
-    from radrank.models import resolve
-
-    key = config_key(backbone, setting)
-    try:
-        path = resolve(model, metric=backbone, setting=setting, revision=revision)
-    except MissingWeightsError as e:
-        m = _WHY.search(str(e))
-        why = m.group(1) if m else str(e)
-        raise MissingWeightsError(
-            f"backbone {backbone!r}: model {model!r} is not available locally ({why}). Point config {key} at a "
-            f"local copy (a directory with the weights), or download it where the hub is reachable "
-            f"(`huggingface-cli download {model}`) into the Hugging Face cache (HF_HOME) this job uses."
-        ) from None
-    if not path.is_dir():
-        raise MissingWeightsError(f"backbone {backbone!r}: {model!r} (config {key}) is a file; expected a "
-                                  f"directory with config.json and the weights")
-    if not (path / "config.json").is_file():
-        raise MissingWeightsError(f"backbone {backbone!r}: {path} (config {key}) has no config.json; expected a "
-                                  f"model directory (a Hugging Face snapshot or save_pretrained output)")
-    return path
+def resolve_models(spec: BackboneSpec, settings: dict, runtime: Runtime | None = None) -> dict[str, Resolved]:
+    """Setting -> local files of every model :func:`weight_refs` names (``backbone_settings.<backbone>.<setting>``
+    in the messages), resolved before torch or transformers is imported: a model that is neither a local
+    directory nor in the Hugging Face cache fails at once with :class:`~radrank.errors.MissingWeightsError`."""
+    runtime = runtime if runtime is not None else Runtime()
+    refs = weight_refs(spec, settings, f"backbone {spec.name!r}", f"{CONFIG_KEY}.{spec.name}")
+    return {ref.setting: runtime.resolve(ref) for ref in refs}
 
 
 def remote_code_allowed(spec: BackboneSpec, model: str, allow_list) -> bool:
     """True when ``spec`` needs remote code and ``model`` is allowed to run it; ConfigError when it is not."""
-    from radrank.models import trust_remote_code
-
     if not spec.remote_code:
         return False
-    if not trust_remote_code(model, allow_list):
+    if not allows_remote_code(model, allow_list):
         raise ConfigError(
             f"backbone {spec.name!r}: model {model!r} runs code shipped with its checkpoint "
             f"(trust_remote_code). Review that code, then allow it by adding {model!r} to the config list "
             f"`{ALLOW_LIST_KEY}` (the id or path exactly as written in {config_key(spec.name, 'model')}).")
     return True
-
-
-def model_provenance(model: str, path, revision: str | None = None) -> dict:
-    """radrank.models.model_provenance (sha256 over the weight files: reads them all, once)."""
-    from radrank.models import model_provenance as _prov
-
-    prov = _prov(model, path)
-    if revision and not prov.get("revision"):
-        prov["revision"] = revision
-    return prov
 
 
 # --- torch helpers (imported lazily) ---------------------------------------------------------------
@@ -202,14 +285,6 @@ def dtype_kwargs(dtype) -> dict:
 
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
     return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
-
-
-def place(model, device: str, dtype):
-    """``model`` in eval mode, whole on one ``device``, in ``dtype``, without gradients."""
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model.to(device=device, dtype=dtype)
 
 
 def greedy_config(model, max_new_tokens: int, pad_token_id=None, eos_token_id=None):
@@ -490,15 +565,18 @@ class Recipe:
     ``last_prompts`` keeps the prompts of the latest call (what the model was
     asked), ``rendered`` the model-ready text of each sample (chat template
     applied; several calls' texts joined by a blank line), in input order,
-    ``stats`` the call's counts and timings.
+    ``stats`` the call's counts and timings. ``resolved`` maps each weights setting
+    (``SPEC.weights``) to its :class:`~radrank.runtime.Resolved` files (:func:`resolve_models`);
+    ``model_path`` is the ``model`` setting's directory.
     """
 
-    def __init__(self, spec: BackboneSpec, settings: dict, task: str, *, model_path=None, device="cpu"):
-        if task not in spec.tasks:
-            raise ConfigError(f"backbone {spec.name!r} does not support task {task!r} (it supports: "
-                              f"{', '.join(spec.tasks)})")
+    def __init__(self, spec: BackboneSpec, settings: dict, task: str, *, resolved: dict | None = None,
+                 device="cpu"):
+        check_task(spec, task)
         self.spec, self.settings, self.task = spec, settings, task
-        self.model_path, self.device = model_path, device
+        self.resolved: dict[str, Resolved] = dict(resolved or {})
+        self.model_path = self.resolved["model"].directory if "model" in self.resolved else None
+        self.device = device
         self.last_prompts: list = []
         self.rendered: list = []
         self.stats: dict = {}
@@ -610,51 +688,56 @@ class Recipe:
                 "settings": dict(self.settings), "device": str(self.device), "backend": "hf", "packages": versions}
 
     def provenance(self) -> dict:
-        """:meth:`describe` and the model's id / revision / sha256 of its weights (reads them all)."""
+        """:meth:`describe` and, under each weights setting (``model``, ...), that model's id, hub revision and
+        sha256 of its files (the weights are read once per process)."""
         prov = self.describe()
-        if self.model_path is not None:
-            prov["model"] = model_provenance(self.settings["model"], self.model_path, self.settings.get("revision"))
+        for setting, resolved in self.resolved.items():
+            prov[setting] = resolved.provenance()
         return prov
 
 
-class Generator:
-    """``generator(imgs, indications=None) -> list[str]`` around a :class:`Recipe`.
+class _Bound:
+    """A contract object around a :class:`Recipe`; the recipe's attributes (``settings``, ``last_prompts``,
+    ``stats``, ``provenance()``, ``model``, ``processor`` ...) are reachable on it."""
 
-    Attributes of the recipe (``settings``, ``last_prompts``, ``stats``,
-    ``provenance()``, ``model``, ``processor`` ...) are reachable on it.
-    """
+    kind = ""
 
     def __init__(self, recipe: Recipe):
         self.recipe = recipe
+
+    def __getattr__(self, name):
+        if name == "recipe":
+            raise AttributeError(name)
+        return getattr(self.recipe, name)
+
+    def __repr__(self):
+        return f"<radrank {self.kind} {self.recipe.spec.name} ({self.recipe.settings.get('model')})>"
+
+
+class Generator(_Bound):
+    """``generator(imgs, indications=None) -> list[str]`` around a :class:`Recipe`."""
+
+    kind = "generator"
 
     def __call__(self, imgs, indications=None) -> list[str]:
         return self.recipe.run(imgs, indications)
 
-    def __getattr__(self, name):
-        if name == "recipe":
-            raise AttributeError(name)
-        return getattr(self.recipe, name)
 
-    def __repr__(self):
-        return f"<radrank generator {self.recipe.spec.name} ({self.recipe.settings.get('model')})>"
-
-
-class Answerer:
+class Answerer(_Bound):
     """``answerer(imgs, questions) -> list[str]`` around a :class:`Recipe`."""
 
-    def __init__(self, recipe: Recipe):
-        self.recipe = recipe
+    kind = "answerer"
 
     def __call__(self, imgs, questions) -> list[str]:
         return self.recipe.run(imgs, questions)
 
-    def __getattr__(self, name):
-        if name == "recipe":
-            raise AttributeError(name)
-        return getattr(self.recipe, name)
 
-    def __repr__(self):
-        return f"<radrank answerer {self.recipe.spec.name} ({self.recipe.settings.get('model')})>"
+def placement(spec: BackboneSpec, settings: dict) -> tuple:
+    """(device, torch dtype) of a backbone's job from its ``device`` and ``dtype`` settings, logged."""
+    device = device_of(settings["device"])
+    dtype = dtype_of(settings["dtype"], device)
+    log_device(spec.name, device)
+    return device, dtype
 
 
 def log_device(name: str, device: str):

@@ -35,14 +35,25 @@ left-padded (pad id: the tokenizer's, else EOS) with an attention mask.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (BackboneSpec, ImageFiles, Recipe, count_new_tokens, device_of, dtype_kwargs,
-                                    dtype_of, fill, greedy_config, left_pad, log_device, merge_settings, place,
-                                    remote_code_allowed, resolve_weights)
+from radrank.backbones.base import (BackboneSpec, ImageFiles, Recipe, count_new_tokens, dtype_kwargs, fill,
+                                    greedy_config, left_pad, placement, prepare, remote_code_allowed, resolve_models)
 from radrank.errors import ConfigError
 from radrank.metrics.base import Resources
+from radrank.runtime.loaders import frozen
 
 REGIONS = ("Airway", "Breathing", "Cardiac", "Diaphragm",
            "Everything else (mediastinum, bones, soft tissues, lines, tubes and devices)")
+
+RECIPES = ("regions", "single")
+
+
+def check_settings(settings: dict, where: str):
+    """The report recipe is one of :data:`RECIPES`, and the region recipe has regions."""
+    if settings["recipe"] not in RECIPES:
+        raise ConfigError(f"{where}.recipe must be one of {list(RECIPES)}, not {settings['recipe']!r}")
+    if settings["recipe"] == "regions" and not settings["regions"]:
+        raise ConfigError(f"{where}.regions is empty (the regions recipe asks about each region)")
+
 
 SPEC = BackboneSpec(
     name="chexagent2",
@@ -77,17 +88,13 @@ SPEC = BackboneSpec(
     version="1",
     vllm_note=("CheXagent-2 runs model code shipped with its checkpoint (trust_remote_code), which vLLM does "
                "not implement"),
+    check=check_settings,
 )
 
 
 class CheXagent2(Recipe):
-    def __init__(self, settings, task, *, model, tokenizer, model_path, device, dtype):
-        super().__init__(SPEC, settings, task, model_path=model_path, device=device)
-        if settings["recipe"] not in ("regions", "single"):
-            raise ConfigError(f"backbone_settings.chexagent2.recipe must be 'regions' or 'single', "
-                              f"not {settings['recipe']!r}")
-        if settings["recipe"] == "regions" and not settings["regions"]:
-            raise ConfigError("backbone_settings.chexagent2.regions is empty")
+    def __init__(self, settings, task, *, model, tokenizer, device, dtype, resolved=None):
+        super().__init__(SPEC, settings, task, resolved=resolved, device=device)
         self.model, self.tokenizer, self.dtype = model, tokenizer, dtype
         pad = tokenizer.pad_token_id if getattr(tokenizer, "pad_token_id", None) is not None else \
             getattr(tokenizer, "eos_token_id", None)
@@ -162,19 +169,16 @@ def _load_components(path, trust: bool, device: str, dtype):
     tokenizer = AutoTokenizer.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True,
                                                  **dtype_kwargs(dtype))
-    return tokenizer, place(model, device, dtype)
+    return tokenizer, frozen(model, device, dtype)
 
 
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report"):
+def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
     """A CheXagent-2 generator or answerer. Needs the model on the ``trust_remote_code`` allow-list."""
-    s = merge_settings(SPEC, settings)
-    if task not in SPEC.tasks:
-        raise ConfigError(f"backbone 'chexagent2' does not support task {task!r}")
-    path = resolve_weights(SPEC.name, s["model"], setting="model", revision=s["revision"])
+    s = prepare(SPEC, settings, task)
+    resolved = resolve_models(SPEC, s, runtime)
+    path = resolved["model"].directory
     trust = remote_code_allowed(SPEC, s["model"], trust_remote_code_allow_list)
-    device = device_of(s["device"])
-    dtype = dtype_of(s["dtype"], device)
-    log_device(SPEC.name, device)
+    device, dtype = placement(SPEC, s)
     tokenizer, model = _load_components(path, trust, device, dtype)
-    return CheXagent2(s, task, model=model, tokenizer=tokenizer, model_path=path, device=device,
+    return CheXagent2(s, task, model=model, tokenizer=tokenizer, resolved=resolved, device=device,
                       dtype=dtype).callable()

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import importlib.util
 
-from radrank.backbones.base import (BackboneSpec, BackboneUnavailable, Recipe, count_new_tokens, device_of,
-                                    dtype_of, fill, greedy_config, log_device, merge_settings, resolve_weights)
+from radrank.backbones.base import (BackboneSpec, BackboneUnavailable, Recipe, count_new_tokens, fill, greedy_config,
+                                    placement, prepare, resolve_models)
 from radrank.errors import ConfigError
 from radrank.metrics.base import Resources
 
@@ -92,10 +92,8 @@ def llava_modules():
 
 
 class LlavaRad(Recipe):
-    def __init__(self, settings, *, model, tokenizer, image_processor, llava, model_path, device, dtype,
-                 base_path=None):
-        super().__init__(SPEC, settings, "report", model_path=model_path, device=device)
-        self.base_path = base_path
+    def __init__(self, settings, *, model, tokenizer, image_processor, llava, resolved, device, dtype):
+        super().__init__(SPEC, settings, "report", resolved=resolved, device=device)
         if settings["conv_mode"] not in llava["conv_templates"]:
             raise ConfigError(f"backbone_settings.llava_rad.conv_mode {settings['conv_mode']!r} is not a template of "
                               f"the llava package ({sorted(llava['conv_templates'])})")
@@ -105,14 +103,6 @@ class LlavaRad(Recipe):
         eos = getattr(tokenizer, "eos_token_id", None)
         self.pad_id = pad if pad is not None else (eos if eos is not None else 0)
         self.generation_config = greedy_config(model, settings["max_new_tokens"], pad_token_id=self.pad_id)
-
-    def provenance(self) -> dict:
-        prov = super().provenance()
-        if self.base_path is not None:
-            from radrank.backbones.base import model_provenance
-
-            prov["model_base"] = model_provenance(self.settings["model_base"], self.base_path)
-        return prov
 
     def report_prompt(self, indication):
         if indication:
@@ -178,24 +168,18 @@ class LlavaRad(Recipe):
         return out_text
 
 
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report"):
+def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
     """A LLaVA-Rad generator (needs LLaVA-Rad's ``llava`` package in the environment)."""
-    s = merge_settings(SPEC, settings)
-    if task != "report":
-        raise ConfigError(f"backbone 'llava_rad' does not support task {task!r} (findings generation only)")
-    if not s.get("model_base"):
-        raise ConfigError("backbone_settings.llava_rad.model_base is empty (LLaVA-Rad is a LoRA on Vicuna-7B)")
+    s = prepare(SPEC, settings, task)
     llava = llava_modules()
-    path = resolve_weights(SPEC.name, s["model"], setting="model", revision=s["revision"])
-    base = resolve_weights(SPEC.name, s["model_base"], setting="model_base")
+    resolved = resolve_models(SPEC, s, runtime)
+    path, base = resolved["model"].directory, resolved["model_base"].directory
     from llava.model.builder import load_pretrained_model
 
-    device = device_of(s["device"])
-    dtype = dtype_of(s["dtype"], device)
-    log_device(SPEC.name, device)
+    device, dtype = placement(SPEC, s)
     # model_name must contain "llavarad" for the builder to take the LoRA path; one device, no device_map="auto".
     tokenizer, model, image_processor, _ = load_pretrained_model(str(path), str(base), "llavarad",
                                                                  device_map={"": device}, device=device)
     model = model.to(device=device, dtype=dtype).eval()
     return LlavaRad(s, model=model, tokenizer=tokenizer, image_processor=image_processor, llava=llava,
-                    model_path=path, device=device, dtype=dtype, base_path=base).callable()
+                    resolved=resolved, device=device, dtype=dtype).callable()

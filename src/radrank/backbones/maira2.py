@@ -28,11 +28,11 @@ which is how the processor assigns them to the ``<image>`` slots.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (BackboneSpec, Recipe, device_of, dtype_kwargs, dtype_of,
-                                    greedy_config, indication_text, log_device, merge_settings, place,
-                                    remote_code_allowed, resolve_weights)
+from radrank.backbones.base import (BackboneSpec, Recipe, dtype_kwargs, greedy_config, indication_text, placement,
+                                    prepare, remote_code_allowed, resolve_models)
 from radrank.errors import ConfigError
 from radrank.metrics.base import Resources
+from radrank.runtime.loaders import frozen
 
 SPEC = BackboneSpec(
     name="maira2",
@@ -64,8 +64,8 @@ SLOTS = ("indication", "technique", "comparison")
 
 
 class Maira2(Recipe):
-    def __init__(self, settings, *, model, processor, model_path, device, dtype):
-        super().__init__(SPEC, settings, "report", model_path=model_path, device=device)
+    def __init__(self, settings, *, model, processor, resolved, device, dtype):
+        super().__init__(SPEC, settings, "report", resolved=resolved, device=device)
         for method in ("format_reporting_input",):
             if not hasattr(processor, method):
                 raise ConfigError(
@@ -124,20 +124,17 @@ class Maira2(Recipe):
         return results
 
 
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report"):
+def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
     """A MAIRA-2 generator. Needs the model on the ``trust_remote_code`` allow-list."""
-    s = merge_settings(SPEC, settings)
-    if task != "report":
-        raise ConfigError(f"backbone 'maira2' does not support task {task!r} (findings generation only)")
-    path = resolve_weights(SPEC.name, s["model"], setting="model", revision=s["revision"])
+    s = prepare(SPEC, settings, task)
+    resolved = resolve_models(SPEC, s, runtime)
+    path = resolved["model"].directory
     trust = remote_code_allowed(SPEC, s["model"], trust_remote_code_allow_list)
     from transformers import AutoModelForCausalLM, AutoProcessor
 
-    device = device_of(s["device"])
-    dtype = dtype_of(s["dtype"], device)
-    log_device(SPEC.name, device)
+    device, dtype = placement(SPEC, s)
     processor = AutoProcessor.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True,
                                                  **dtype_kwargs(dtype))
-    model = place(model, device, dtype)
-    return Maira2(s, model=model, processor=processor, model_path=path, device=device, dtype=dtype).callable()
+    model = frozen(model, device, dtype)
+    return Maira2(s, model=model, processor=processor, resolved=resolved, device=device, dtype=dtype).callable()

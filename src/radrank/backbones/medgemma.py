@@ -34,11 +34,11 @@ request list.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (BackboneSpec, Recipe, device_of, dtype_kwargs, dtype_of,
-                                    fill, greedy_config, log_device, merge_settings, place, resolve_weights,
-                                    transformers_major)
-from radrank.backbones.vllm_recipe import VLLM_GENERATION_SETTINGS, VLLMRecipe, load_engine, uses_vllm
+from radrank.backbones.base import (VLLM_GENERATION_SETTINGS, BackboneSpec, Recipe, dtype_kwargs, fill, greedy_config,
+                                    placement, prepare, resolve_models, transformers_major, uses_vllm)
+from radrank.backbones.vllm_recipe import VLLMRecipe, load_engine
 from radrank.metrics.base import Resources
+from radrank.runtime.loaders import frozen, generation_config_of
 
 SPEC = BackboneSpec(
     name="medgemma",
@@ -103,8 +103,8 @@ class MedGemmaPrompts:
 
 
 class MedGemma(MedGemmaPrompts, Recipe):
-    def __init__(self, settings, task, *, model, processor, model_path, device, dtype):
-        super().__init__(SPEC, settings, task, model_path=model_path, device=device)
+    def __init__(self, settings, task, *, model, processor, resolved, device, dtype):
+        super().__init__(SPEC, settings, task, resolved=resolved, device=device)
         self.model, self.processor, self.dtype = model, processor, dtype
         tok = processor.tokenizer
         tok.padding_side = "left"
@@ -128,16 +128,14 @@ class MedGemma(MedGemmaPrompts, Recipe):
 class MedGemmaVLLM(MedGemmaPrompts, VLLMRecipe):
     """MedGemma on vLLM: the hf recipe's prompts and processor, vLLM's engine."""
 
-    def __init__(self, settings, task, *, llm, processor, model_path, engine_args: dict):
-        from radrank.engine import model_generation_config
-
-        gen = model_generation_config(model_path)
+    def __init__(self, settings, task, *, llm, processor, resolved, engine_args: dict):
+        gen = generation_config_of(resolved["model"].directory)
         eos = gen.get("eos_token_id")
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos] if eos is not None else []
         tok = processor.tokenizer
         if tok.eos_token_id is not None and tok.eos_token_id not in eos:
             eos.append(tok.eos_token_id)
-        super().__init__(SPEC, settings, task, llm=llm, tokenizer=tok, model_path=model_path,
+        super().__init__(SPEC, settings, task, llm=llm, tokenizer=tok, resolved=resolved,
                          engine_args=engine_args, max_new_tokens=max_new_tokens_of(settings, task),
                          eos_token_ids=eos, repetition_penalty=gen.get("repetition_penalty"))
         self.processor = processor
@@ -165,26 +163,21 @@ def load_processor(path, backend: str = "pil"):
         return AutoProcessor.from_pretrained(str(path), **kwargs)
 
 
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report"):
+def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
     """A MedGemma generator (``task="report"``) or answerer (``task="vqa"``); never runs remote code."""
-    s = merge_settings(SPEC, settings)
-    if task not in SPEC.tasks:
-        from radrank.errors import ConfigError
-
-        raise ConfigError(f"backbone 'medgemma' does not support task {task!r}")
-    path = resolve_weights(SPEC.name, s["model"], setting="model", revision=s["revision"])
+    s = prepare(SPEC, settings, task)
+    resolved = resolve_models(SPEC, s, runtime)
+    path = resolved["model"].directory
     if uses_vllm(s):
         processor = load_processor(path, s["processor_backend"])
         llm, args = load_engine(SPEC, s, path, processor_kwargs=processor_kwargs(s["processor_backend"]))
-        return MedGemmaVLLM(s, task, llm=llm, processor=processor, model_path=path, engine_args=args).callable()
+        return MedGemmaVLLM(s, task, llm=llm, processor=processor, resolved=resolved, engine_args=args).callable()
     from transformers import Gemma3ForConditionalGeneration
 
-    device = device_of(s["device"])
-    dtype = dtype_of(s["dtype"], device)
-    log_device(SPEC.name, device)
+    device, dtype = placement(SPEC, s)
     processor = load_processor(path, s["processor_backend"])
     model = Gemma3ForConditionalGeneration.from_pretrained(str(path), local_files_only=True,
                                                            trust_remote_code=False, **dtype_kwargs(dtype))
-    model = place(model, device, dtype)
-    return MedGemma(s, task, model=model, processor=processor, model_path=path, device=device,
+    model = frozen(model, device, dtype)
+    return MedGemma(s, task, model=model, processor=processor, resolved=resolved, device=device,
                     dtype=dtype).callable()

@@ -13,7 +13,7 @@ tokenizer. The tests check that vLLM's greedy token ids equal transformers'
 on tiny random Gemma 3 models.
 
 * **One engine per job**, started when the backbone loads and reused for every
-  batch (:func:`radrank.engine.start_vllm`); ``tensor_parallel_size`` GPUs
+  batch (:func:`radrank.runtime.loaders.start_vllm`); ``tensor_parallel_size`` GPUs
   per engine (the SLURM job requests that many).
 * **Model implementation** (``model_impl``): ``auto`` serves vLLM's own
   implementation of the architecture when its image-processing dependency
@@ -24,9 +24,11 @@ on tiny random Gemma 3 models.
 * **Images per prompt**: vLLM sizes its encoder cache for at most
   ``max_images`` (else ``vllm_max_images``) images per prompt; a sample with
   more images fails with a message naming the setting.
-* Settings besides the backbone's own: :data:`VLLM_GENERATION_SETTINGS`
-  (vLLM's engine settings as the judges have them, :data:`radrank.engine.VLLM_SETTINGS`,
-  with defaults for image prompts).
+* Settings besides the backbone's own: :data:`radrank.backbones.base.VLLM_GENERATION_SETTINGS`
+  (vLLM's engine settings as the judges have them, :class:`radrank.engine.VLLMSettings`,
+  with defaults for image prompts), checked with the backbone's settings when the workflow
+  loads; the engine arguments come from :func:`radrank.runtime.loaders.vllm_args`, as the
+  judges' do.
 
 vllm is imported only when a backbone loads with ``backend: vllm``, in the
 ``vllm`` environment family.
@@ -37,62 +39,15 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from radrank.backbones.base import Recipe, check_outputs
+from radrank.backbones.base import Recipe, check_outputs, model_impl_of_value
 from radrank.errors import ConfigError
+from radrank.runtime.loaders import start_vllm, vllm_args, vllm_version
 
 log = logging.getLogger("radrank")
 
-BACKENDS = ("hf", "vllm")
-MODEL_IMPLS = ("auto", "vllm", "transformers")
-
-# The vLLM engine's settings for generation backbones (see radrank.engine.VLLM_SETTINGS for the judges').
-VLLM_GENERATION_SETTINGS = {
-    "backend": "hf",  # hf (transformers generate) or vllm
-    "max_model_len": 8192,  # prompt (instruction + every image's tokens) + answer, per sequence
-    "gpu_memory_utilization": 0.9,  # share of each GPU vLLM may take (weights + KV cache)
-    "tensor_parallel_size": 1,  # GPUs per engine (the SLURM job requests this many)
-    "max_num_seqs": 256,  # sequences decoded together (continuous batching)
-    "enforce_eager": "auto",  # auto: CUDA graphs on CUDA, eager on the CPU
-    "cpu_kv_cache_gb": 4.0,  # CPU build only: KV cache size
-    "model_impl": "auto",  # auto, vllm (vLLM's own model code) or transformers (vLLM's Transformers backend)
-    "vllm_max_images": 16,  # images per prompt vLLM admits when max_images is not set
-}
-
-
-def backend_of(settings: dict) -> str:
-    """The generation backend a backbone's settings ask for (``hf`` when unset)."""
-    backend = str(settings.get("backend") or "hf").lower()
-    if backend not in BACKENDS:
-        raise ConfigError(f"backend must be one of {list(BACKENDS)}, not {settings.get('backend')!r}")
-    return backend
-
-
-def uses_vllm(settings: dict | None) -> bool:
-    return backend_of(settings or {}) == "vllm"
-
-
-def gpus_of(settings: dict | None, default: int) -> int:
-    """GPUs a generation job requests: ``tensor_parallel_size`` on vLLM, else the backbone's ``default``."""
-    if uses_vllm(settings):
-        return max(1, int((settings or {}).get("tensor_parallel_size") or 1))
-    return default
-
-
-def check_settings(name: str, settings: dict):
-    """ConfigError for a vLLM-capable backbone's merged settings that vLLM would refuse later."""
-    backend_of(settings)
-    model_impl_of_value(settings.get("model_impl"))
-    for key in ("tensor_parallel_size", "max_num_seqs", "vllm_max_images", "max_model_len"):
-        value = settings.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(f"backbone_settings.{name}.{key} must be a positive integer, not {value!r}")
-
-
-def model_impl_of_value(setting) -> str:
-    value = str(setting or "auto").lower()
-    if value not in MODEL_IMPLS:
-        raise ConfigError(f"model_impl must be one of {list(MODEL_IMPLS)}, not {setting!r}")
-    return value
+# The backbone settings that are vLLM engine arguments of the same name (radrank.runtime.loaders.vllm_args).
+ENGINE_SETTINGS = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs", "enforce_eager",
+                   "cpu_kv_cache_gb")
 
 
 def model_impl_of(setting) -> tuple[str, str]:
@@ -113,9 +68,8 @@ def model_impl_of(setting) -> tuple[str, str]:
 
 def engine_args(path, settings: dict, *, images_per_prompt: int, processor_kwargs: dict | None = None) -> dict:
     """Keyword arguments of ``vllm.LLM`` for a backbone's model directory and settings."""
-    from radrank import engine
-
-    args = engine.vllm_engine_args(path, settings, cuda_dtype="bf16")
+    engine = {key: settings[key] for key in ENGINE_SETTINGS if settings.get(key) is not None}
+    args = vllm_args(path, dtype=settings.get("dtype"), cuda_dtype="bf16", **engine)
     impl, why = model_impl_of(settings.get("model_impl"))
     # vLLM tokenises text prompts and runs the checkpoint's processor on the images itself: it needs the
     # tokenizer (the judges hand it token ids instead). The processor is loaded with the hf recipe's
@@ -138,10 +92,10 @@ class VLLMRecipe(Recipe):
     samples to vLLM, which schedules them itself (``max_num_seqs`` at a time).
     """
 
-    def __init__(self, spec, settings, task, *, llm, tokenizer, model_path, engine_args: dict, max_new_tokens: int,
+    def __init__(self, spec, settings, task, *, llm, tokenizer, resolved: dict, engine_args: dict, max_new_tokens: int,
                  eos_token_ids, repetition_penalty=None):
         device = "cpu" if engine_args.get("kv_cache_memory_bytes") else "cuda"
-        super().__init__(spec, settings, task, model_path=model_path, device=device)
+        super().__init__(spec, settings, task, resolved=resolved, device=device)
         self.llm, self.tokenizer, self.engine_args = llm, tokenizer, engine_args
         self.max_new_tokens = int(max_new_tokens)
         self.eos_ids = [int(x) for x in eos_token_ids]
@@ -205,24 +159,20 @@ class VLLMRecipe(Recipe):
         return check_outputs(texts, len(batch), f"backbone {self.spec.name!r} on vLLM")
 
     def describe(self) -> dict:
-        from radrank import engine
-
         prov = super().describe()
         keys = ("dtype", "max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs",
                 "enforce_eager", "enable_prefix_caching", "kv_cache_memory_bytes", "model_impl",
                 "limit_mm_per_prompt", "mm_processor_kwargs", "seed")
-        prov.update(backend="vllm", vllm=engine.vllm_version(),
+        prov.update(backend="vllm", vllm=vllm_version(),
                     vllm_settings={k: self.engine_args[k] for k in keys if k in self.engine_args})
         return prov
 
 
 def load_engine(spec, settings: dict, path, *, processor_kwargs: dict | None = None):
     """(vllm.LLM, its engine arguments) for a backbone's resolved model directory, started once per job."""
-    from radrank import engine
-
     images = settings.get("max_images") or settings.get("vllm_max_images") or 1
     args = engine_args(path, settings, images_per_prompt=int(images), processor_kwargs=processor_kwargs)
     tp = int(args.get("tensor_parallel_size", 1))
     log.info("backbone %s: %s on vLLM (%s, %s, tensor parallel %d)", spec.name, settings["model"],
-             engine.vllm_version(), args["dtype"], tp)
-    return engine.start_vllm(args), args
+             vllm_version(), args["dtype"], tp)
+    return start_vllm(args), args

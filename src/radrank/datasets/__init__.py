@@ -3,7 +3,8 @@
 Every adapter follows :class:`radrank.datasets.base.DatasetAdapter`: built from
 a dataset root (and options), it yields :class:`~radrank.datasets.base.Sample`
 rows (sample id, image paths, reference report or question / answer, indication,
-split). Adding a dataset is adding a module and one line in :data:`ADAPTERS`.
+split). Adding a dataset is adding a module and one line in :data:`REGISTRY`
+(:class:`radrank.registry.Registry`: a module is imported the first time its adapter is asked for).
 
 ``make_adapter("vqa_rad", "/data/vqa-rad", split="test")`` or
 ``make_adapter(("vqa_rad", "/data/vqa-rad"))`` build one; an adapter instance is
@@ -12,11 +13,10 @@ returned unchanged.
 
 from __future__ import annotations
 
-import importlib
-
 from radrank.datasets.base import DatasetAdapter, Sample
+from radrank.registry import Registry
 
-ADAPTERS: dict[str, str] = {
+REGISTRY = Registry("dataset", {
     "mimic_cxr": "radrank.datasets.mimic_cxr:MimicCXR",
     "iu_xray": "radrank.datasets.iu_xray:IUXray",
     "chexpert_plus": "radrank.datasets.chexpert_plus:CheXpertPlus",
@@ -24,18 +24,16 @@ ADAPTERS: dict[str, str] = {
     "vqa_rad": "radrank.datasets.vqa_rad:VQARAD",
     "slake": "radrank.datasets.slake:SLAKE",
     "mimic_ext_cxr_qba": "radrank.datasets.mimic_ext_cxr_qba:MimicExtCXRQBA",
-}
+})
 
 
 def names() -> list[str]:
-    return list(ADAPTERS)
+    return REGISTRY.names()
 
 
 def adapter_class(name: str):
-    if name not in ADAPTERS:
-        raise KeyError(f"unknown dataset {name!r}; known datasets: {', '.join(ADAPTERS)}")
-    module, cls = ADAPTERS[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    """The :class:`~radrank.datasets.base.DatasetAdapter` subclass called ``name`` (KeyError naming the known ones)."""
+    return REGISTRY.get(name)
 
 
 def make_adapter(dataset, root=None, **options) -> DatasetAdapter:
@@ -57,4 +55,4 @@ def make_adapter(dataset, root=None, **options) -> DatasetAdapter:
     raise TypeError(f"dataset must be an adapter, a (name, root) pair or a name; got {type(dataset).__name__}")
 
 
-__all__ = ["ADAPTERS", "DatasetAdapter", "Sample", "adapter_class", "make_adapter", "names"]
+__all__ = ["REGISTRY", "DatasetAdapter", "Sample", "adapter_class", "make_adapter", "names"]

@@ -1,100 +1,80 @@
-"""The metric registry: one module per metric, imported only when asked for.
+"""The metric registry: every metric by name, each one object (:class:`radrank.metrics.base.Metric`).
 
-``import radrank.metrics`` costs nothing: :data:`MODULES` maps each metric name
-to its module path, and :func:`get` imports a module the first time it is used.
-Adding a metric is adding a module and one line here.
+``import radrank.metrics`` costs nothing: :data:`REGISTRY` maps each name to where its object
+lives, and a module is imported the first time one of its metrics is asked for. Adding a metric
+is its module, one line here, its family's requirement line and its tests (README: "Adding a
+metric").
 """
 
 from __future__ import annotations
 
-import importlib
-from functools import lru_cache
+from radrank.registry import Registry
 
-MODULES: dict[str, str] = {
-    "bleu2": "radrank.metrics.bleu2",
-    "bleu4": "radrank.metrics.bleu4",
-    "rouge": "radrank.metrics.rouge",
-    "radcliq": "radrank.metrics.radcliq",
-    "bertscore": "radrank.metrics.bertscore",
-    "semb": "radrank.metrics.semb",
-    "chexbert": "radrank.metrics.chexbert",
-    "radgraph": "radrank.metrics.radgraph",
-    "ratescore": "radrank.metrics.ratescore",
-    "green": "radrank.metrics.green",
-    "crimson": "radrank.metrics.crimson",
-    "mrscore": "radrank.metrics.mrscore",
-    "mrscore_rubric": "radrank.metrics.mrscore_rubric",
-    "radeval_bertscore": "radrank.metrics.radeval_extras",
-    "f1radbert_ct": "radrank.metrics.radeval_extras",
-    "srrbert": "radrank.metrics.radeval_extras",
-    "temporal": "radrank.metrics.radeval_extras",
-    "mammo_green": "radrank.metrics.radeval_api",
-    "radfact_ct": "radrank.metrics.radeval_api",
-    "vqa": "radrank.metrics.vqa",
-}
+REGISTRY = Registry("metric", {
+    "bleu2": "radrank.metrics.bleu2:METRIC",
+    "bleu4": "radrank.metrics.bleu4:METRIC",
+    "rouge": "radrank.metrics.rouge:METRIC",
+    "radcliq": "radrank.metrics.radcliq:METRIC",
+    "bertscore": "radrank.metrics.bertscore:METRIC",
+    "semb": "radrank.metrics.semb:METRIC",
+    "chexbert": "radrank.metrics.chexbert:METRIC",
+    "radgraph": "radrank.metrics.radgraph:METRIC",
+    "ratescore": "radrank.metrics.ratescore:METRIC",
+    "green": "radrank.metrics.green:METRIC",
+    "crimson": "radrank.metrics.crimson:METRIC",
+    "mrscore": "radrank.metrics.mrscore:METRIC",
+    "mrscore_rubric": "radrank.metrics.mrscore_rubric:METRIC",
+    "radeval_bertscore": "radrank.metrics.radeval_extras:RADEVAL_BERTSCORE",
+    "f1radbert_ct": "radrank.metrics.radeval_extras:F1RADBERT_CT",
+    "srrbert": "radrank.metrics.radeval_extras:SRRBERT",
+    "temporal": "radrank.metrics.radeval_extras:TEMPORAL",
+    "mammo_green": "radrank.metrics.radeval_api:MAMMO_GREEN",
+    "radfact_ct": "radrank.metrics.radeval_api:RADFACT_CT",
+    "vqa": "radrank.metrics.vqa:METRIC",
+})
 
 
 def names() -> list[str]:
-    return list(MODULES)
-
-
-@lru_cache(maxsize=None)
-def module(name: str):
-    if name not in MODULES:
-        raise KeyError(f"unknown metric {name!r}; known metrics: {', '.join(MODULES)}")
-    return importlib.import_module(MODULES[name])
+    return REGISTRY.names()
 
 
 def get(name: str):
-    """The :class:`~radrank.metrics.base.MetricSpec` of ``name``.
-
-    A module may define several metrics (``SPECS``: name -> MetricSpec) or one (``SPEC``).
-    """
-    mod = module(name)
-    specs = getattr(mod, "SPECS", None)
-    return specs[name] if specs is not None else mod.SPEC
-
-
-VLLM_ENV = "vllm"  # the environment family of every metric run with `backend: vllm`
-
-
-def uses_vllm(name: str, settings: dict | None = None) -> bool:
-    """True when metric ``name`` is configured (``metric_settings.<name>.backend``) to generate through vLLM."""
-    spec = get(name)
-    merged = {**spec.settings, **(settings or {})}
-    return "backend" in spec.settings and str(merged.get("backend") or "").lower() == "vllm"
-
-
-def env_for(name: str, settings: dict | None = None) -> str:
-    """The environment family that scores ``name`` with these settings: the vllm family for
-    ``backend: vllm``, else the metric's own (``MetricSpec.env``)."""
-    return VLLM_ENV if uses_vllm(name, settings) else get(name).env
-
-
-def gpus_for(name: str, settings: dict | None = None) -> int:
-    """GPUs one scoring job of ``name`` requests: ``tensor_parallel_size`` (default 1) with
-    ``backend: vllm``, else the metric's own ``resources.gpu``."""
-    if uses_vllm(name, settings):
-        return max(1, int((settings or {}).get("tensor_parallel_size") or 1))
-    return get(name).resources.gpu
+    """The :class:`~radrank.metrics.base.Metric` called ``name`` (KeyError naming the known ones)."""
+    return REGISTRY.get(name)
 
 
 def leaves(name: str):
     return get(name).leaves
 
 
-def score(name: str, pairs, settings: dict | None = None, inputs: dict | None = None):
-    """Per-sample scores of metric ``name`` on ``pairs`` (sample_id + SPEC.columns)."""
-    spec = get(name)
-    merged = {**spec.settings, **(settings or {})}
-    unknown = set(merged) - set(spec.settings)
-    if unknown:
-        raise KeyError(f"metric {name!r} has no setting(s) {sorted(unknown)}; known: {sorted(spec.settings)}")
-    mod = module(name)
-    out = mod.score(name, pairs, merged, inputs or {}) if hasattr(mod, "SPECS") else mod.score(pairs, merged, inputs or {})
-    missing = [c for c in ("sample_id", *spec.columns) if c not in out.columns]
+def configured(name: str, config: dict):
+    """Metric ``name``'s settings as a workflow config gives them: ``metric_settings.<name>`` over the
+    defaults, with the top-level ``trust_remote_code`` list — the one place they are built, both when
+    the workflow loads and in the job."""
+    return get(name).settings((config.get("metric_settings") or {}).get(name) or {},
+                              allow_remote_code=config.get("trust_remote_code") or ())
+
+
+def score(name: str, pairs, settings=None, inputs: dict | None = None, runtime=None):
+    """Per-sample scores of metric ``name`` on ``pairs``: ``sample_id`` + the metric's columns, one row per
+    pair in order (checked). ``settings``: its Settings, or a mapping checked into them."""
+    from radrank.runtime import Runtime
+
+    metric = get(name)
+    if not isinstance(settings, metric.Settings):
+        settings = metric.settings(settings or {})
+    out = metric.score(pairs, settings, dict(inputs or {}), runtime if runtime is not None else Runtime())
+    return checked(metric, pairs, out)
+
+
+def checked(metric, pairs, out):
+    """``out`` restricted to ``sample_id`` + the metric's columns, after checking rows and columns."""
+    missing = [c for c in ("sample_id", *metric.columns) if c not in out.columns]
     if missing:
-        raise RuntimeError(f"metric {name!r} did not return columns {missing}")
-    result = out[["sample_id", *spec.columns]]
+        raise RuntimeError(f"metric {metric.name!r} did not return columns {missing}")
+    if len(out) != len(pairs) or not out["sample_id"].reset_index(drop=True).equals(
+            pairs["sample_id"].reset_index(drop=True)):
+        raise RuntimeError(f"metric {metric.name!r} returned rows that do not match the pairs")
+    result = out[["sample_id", *metric.columns]].reset_index(drop=True)
     result.attrs = dict(out.attrs)  # model provenance travels in attrs["models"]
     return result

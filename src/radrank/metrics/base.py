@@ -1,11 +1,29 @@
-"""What a metric module declares, and how its leaves aggregate.
+"""The metric contract: one object per metric that answers every question the workflow asks.
 
-A metric module defines ``SPEC`` (a :class:`MetricSpec`) and
-``score(pairs, settings, inputs) -> DataFrame`` returning ``sample_id`` plus the
-per-sample columns in ``SPEC.columns``.
+A metric is an instance of a :class:`Metric` subclass, in one module, registered by name in
+:mod:`radrank.metrics`. It declares, as class attributes:
 
-A *leaf* is one number on the leaderboard (e.g. ``rougeL`` or corpus ``bleu4``).
-Every leaf is a function of column sums of per-sample *sufficient statistics*:
+* ``name``, ``description`` and ``family`` (its environment: ``envs/requirements/<family>.in``);
+* ``columns`` — the per-sample columns ``score`` returns (besides ``sample_id``), and ``nan_columns``
+  — those that may be NaN, with the reason in ``reason_column`` when the metric explains it;
+* ``leaves`` — the numbers it puts on a leaderboard and how they aggregate (below);
+* ``requires`` — metrics whose per-sample scores it reads (RadCliQ reads four);
+* ``Settings`` — a frozen, typed :class:`radrank.settings.Settings` class: every setting, its
+  default, its type, and whether it changes scores (``scored``) or only speed (``speed``);
+* ``packages`` (versions recorded in provenance), ``version`` (bumped when radrank's implementation
+  changes numbers), ``board`` (its leaderboard columns) and ``explained_by`` (columns the report's
+  drill-down reads for :meth:`Metric.explain`);
+
+and answers, for a :class:`Settings` instance ``s``: :meth:`env`, :meth:`gpus`, :meth:`resources`,
+:meth:`weights` (what it will load: the workflow checks exactly these before anything starts, the
+job resolves exactly these), :meth:`identity` (what a rule's identity holds: version and the
+scoring settings), :meth:`explain` and :meth:`score` — one signature for every metric:
+``score(pairs, settings, inputs, runtime) -> DataFrame`` of ``sample_id`` + ``columns``, one row
+per pair, in the pairs' order; ``inputs`` holds the required metrics' scores, ``runtime`` is the
+:class:`radrank.runtime.Runtime` (resolution, the per-process model cache).
+
+A *leaf* is one number on the leaderboard (e.g. ``rougeL`` or corpus ``bleu4``). Every leaf is a
+function of column sums of per-sample *sufficient statistics*:
 
 * a mean leaf's statistics are (value, 1) over the samples whose value is finite,
   so its estimate is sum(value) / count;
@@ -19,15 +37,18 @@ every resample is ``leaf.value(w @ S)``: exact, and no metric is re-run.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, ClassVar
 
 import numpy as np
+
+from radrank.settings import NoSettings
+from radrank.settings import Settings as SettingsBase
 
 
 @dataclass(frozen=True)
 class Resources:
-    """What one scoring job needs; the SLURM profile reads these."""
+    """What one scoring job needs; the SLURM profile reads these (GPUs: :meth:`Metric.gpus`)."""
 
     mem_mb: int = 2000
     runtime_min: int = 30
@@ -47,6 +68,11 @@ class Leaf:
     @property
     def is_mean(self) -> bool:
         return self.corpus is None
+
+    @property
+    def is_count(self) -> bool:
+        """A leaf that counts samples (e.g. GREEN unparsed), not a quality score."""
+        return not self.is_mean and tuple(self.stats) == (self.name,)
 
     def statistics(self, scores) -> np.ndarray:
         """Per-sample sufficient statistics, shape (n, k); NaN-free."""
@@ -69,20 +95,120 @@ def mean_leaf(column: str, label: str, higher_is_better: bool = True, name: str 
     return Leaf(name=name or column, label=label, higher_is_better=higher_is_better, column=column)
 
 
+def count_leaf(column: str, label: str) -> Leaf:
+    """A leaf that is the number of samples with ``column`` = 1 (bootstrapped like any count)."""
+    return Leaf(name=column, label=label, higher_is_better=False, stats=(column,), corpus=lambda t: t[..., 0])
+
+
 @dataclass(frozen=True)
-class MetricSpec:
-    name: str
-    description: str
-    env: str
-    columns: tuple[str, ...]
-    leaves: tuple[Leaf, ...]
-    resources: Resources = field(default_factory=Resources)
-    requires: tuple[str, ...] = ()  # metrics whose per-sample scores this one reads
-    model: str | None = None  # default model id (Hugging Face id), if any
-    settings: dict = field(default_factory=dict)  # defaults of the settings that change numbers
-    packages: tuple[str, ...] = ()  # distributions whose versions provenance records
-    version: str = "1"  # bump when our implementation changes numbers
-    status: str = "implemented"  # implemented | needs-weights | planned
+class BoardColumn:
+    """A column of ReXrank's leaderboard that shows one of a metric's leaves.
+
+    ``position`` orders ReXrank's columns across metrics (BLEU 1, BertScore 2, … GREEN 7);
+    ``reciprocal``: the column shows 1 / the leaf's mean (ReXrank's 1/RadCliQ-v1), without interval.
+    """
+
+    title: str
+    leaf: str
+    position: int
+    reciprocal: bool = False
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What the report's drill-down shows of a judge's answer for one case.
+
+    ``summary`` lines under the metric's label; or, when the answer gave no score, ``failure`` (why);
+    ``details`` (the judge's own text) folded under ``details_title``.
+    """
+
+    label: str
+    summary: tuple[str, ...] = ()
+    failure: str | None = None
+    details_title: str = ""
+    details: str = ""
+
+
+class Metric:
+    """Base class of every metric (see the module docstring)."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    family: ClassVar[str]
+    columns: ClassVar[tuple[str, ...]]
+    leaves: ClassVar[tuple[Leaf, ...]]
+    Settings: ClassVar[type[SettingsBase]] = NoSettings
+    requires: ClassVar[tuple[str, ...]] = ()
+    nan_columns: ClassVar[tuple[str, ...]] = ()  # may hold NaN (e.g. an unparsable judge answer)
+    reason_column: ClassVar[str | None] = None  # why a row's values are NaN ("" when they are not)
+    packages: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[str] = "1"
+    status: ClassVar[str] = "implemented"  # implemented | needs-weights
+    default_resources: ClassVar[Resources] = Resources()
+    board: ClassVar[tuple[BoardColumn, ...]] = ()
+    explained_by: ClassVar[tuple[str, ...]] = ()
+    shard_inputs: ClassVar[bool] = False  # True: a shard's scores depend on the whole set (BERTScore's idf)
+
+    def __repr__(self):
+        return f"<metric {self.name}>"
+
+    # -- settings ----------------------------------------------------------------------------------
+    def settings(self, values: dict | None = None, *, allow_remote_code=(), where: str | None = None) -> SettingsBase:
+        """Typed settings from a config mapping (``metric_settings.<name>``); ConfigError on a bad key or value.
+
+        ``allow_remote_code``: the config's top-level ``trust_remote_code`` list, for metrics whose settings
+        take it (it is never a per-metric setting)."""
+        where = where or f"metric_settings.{self.name}"
+        values = dict(values or {})
+        fixed = {}
+        if "trust_remote_code" in self.Settings.__dataclass_fields__:
+            if "trust_remote_code" in values:
+                from radrank.errors import ConfigError
+
+                raise ConfigError(
+                    f"config {where}.trust_remote_code: remote code is allowed in one place only, the top-level "
+                    f"list `trust_remote_code` (model ids or paths); move {values['trust_remote_code']!r} there")
+            fixed["trust_remote_code"] = tuple(allow_remote_code or ())
+        return self.Settings.build(values, where=where, **fixed)
+
+    def coerce(self, settings) -> SettingsBase:
+        """``settings`` as this metric's Settings (a mapping is checked into them; None: the defaults)."""
+        return settings if isinstance(settings, self.Settings) else self.settings(settings or {})
+
+    def identity(self, s: SettingsBase) -> dict:
+        """What this metric's scores depend on besides the pairs: the rule identity and the score files'
+        provenance. Speed-only settings are not in it."""
+        return {"metric": self.name, "version": self.version, "settings": s.identity()}
+
+    # -- where and how it runs -----------------------------------------------------------------------
+    def env(self, s: SettingsBase) -> str:
+        return self.family
+
+    def gpus(self, s: SettingsBase) -> int:
+        return self.default_resources.gpu
+
+    def resources(self, s: SettingsBase) -> Resources:
+        return self.default_resources
+
+    def weights(self, s: SettingsBase) -> tuple:
+        """The :class:`radrank.runtime.WeightRef` of everything ``score`` will load with ``s``."""
+        return ()
+
+    # -- the report --------------------------------------------------------------------------------
+    def explain(self, row) -> Explanation | None:
+        """The judge's explanation of one scored case (a mapping with :attr:`explained_by`), if any."""
+        return None
+
+    # -- scoring -------------------------------------------------------------------------------------
+    def score(self, pairs, settings: Settings, inputs: dict, runtime):
+        """Per-sample scores: ``sample_id`` + :attr:`columns`, one row per pair, in order."""
+        raise NotImplementedError
+
+    def owner(self) -> str:
+        return f"metric {self.name!r}"
+
+    def key(self, setting: str) -> str:
+        return f"metric_settings.{self.name}.{setting}"
 
 
 # --- shared machinery of the lexical metrics ------------------------------------------------------

@@ -40,37 +40,36 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+from radrank.devices import DEVICE_DOC, check_device
 from radrank.metrics import _hf
-from radrank.metrics.base import MetricSpec, Resources, mean_leaf
+from radrank.metrics.base import BoardColumn, Metric, Resources, mean_leaf
+from radrank.runtime import WeightRef
+from radrank.runtime.loaders import load_encoder, load_tokenizer
+from radrank.settings import Settings, scored, speed
 
-SPEC = MetricSpec(
-    name="bertscore",
-    description="BERTScore F1 per report (bert-score semantics: distilroberta-base layer 5, baseline-rescaled, "
-                "no idf), mean over reports",
-    env="rexrank",
-    columns=("bertscore", "bertscore_precision", "bertscore_recall"),
-    leaves=(mean_leaf("bertscore", "BertScore"),),
-    resources=Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1),
-    model="distilroberta-base",
-    settings={
-        "model": "distilroberta-base",  # Hugging Face id or local directory
-        "num_layers": 5,  # bert-score's default for distilroberta-base
-        "idf": False,  # ReXrank / CXR-Report-Metric; RadEval's RadCliQ used True
-        "rescale_with_baseline": True,
-        "baseline_path": None,  # None: bert-score's table for the model
-        "batch_size": 128,  # texts per forward pass (at most; see MAX_BATCH_TOKENS)
-        "device": "auto",  # auto: cuda when available, else cpu
-        "dtype": "fp32",  # fp32 | bf16 (faster on GPU, changes numbers ~1e-3)
-    },
-    packages=("torch", "transformers", "tokenizers", "huggingface-hub", "safetensors"),
-    version="1",
-)
 
-# Settings whose value changes the numbers (the others only change speed).
-NUMBER_SETTINGS = ("model", "num_layers", "idf", "rescale_with_baseline", "baseline_path", "dtype")
+@dataclass(frozen=True)
+class BERTScoreSettings(Settings):
+    model: str = scored("distilroberta-base", "the encoder: a Hugging Face id or a local directory")
+    num_layers: int | None = scored(5, "the layer whose output is matched (null: bert-score's default for the "
+                                       "model; 5 for distilroberta-base)", minimum=0)
+    idf: bool = scored(False, "weight tokens by inverse document frequency over the references (ReXrank / "
+                              "CXR-Report-Metric: false; RadEval's RadCliQ: true)")
+    rescale_with_baseline: bool = scored(True, "rescale (x - b) / (1 - b) with bert-score's baseline for the layer")
+    baseline_path: str | None = scored(None, "a bert-score baseline table (LAYER,P,R,F) for another model "
+                                             "(null: bert-score's table for the model)")
+    dtype: Literal["fp32", "bf16"] = scored("fp32", "encoder precision (bf16 is faster on a GPU and changes "
+                                                    "numbers by ~1e-3)")
+    batch_size: int = speed(128, "texts per forward pass, at most (also bounded by a token budget)", minimum=1)
+    device: str = speed("auto", DEVICE_DOC)
+
+    def check(self, where):
+        check_device(self.device, f"{where}.device")
 
 # bert-score 0.3.13, bert_score/rescale_baseline/en/distilroberta-base.tsv: (P, R, F) per layer 0..6.
 DISTILROBERTA_BASELINE = (
@@ -102,77 +101,76 @@ def prepare(text) -> str:
 # --- settings, weights, baseline --------------------------------------------------------------------
 
 
-def _num_layers(settings) -> int:
-    n = settings.get("num_layers")
+def _num_layers(s: BERTScoreSettings) -> int:
+    n = s.num_layers
     if n is None:
-        n = DEFAULT_LAYERS.get(str(settings["model"]).rstrip("/").split("/")[-1])
+        n = DEFAULT_LAYERS.get(s.model.rstrip("/").split("/")[-1])
         if n is None:
-            raise ValueError(f"bertscore: set metric_settings.bertscore.num_layers for model {settings['model']!r}")
+            raise ValueError(f"bertscore: set metric_settings.bertscore.num_layers for model {s.model!r}")
     return int(n)
 
 
-def _resolve(settings) -> _hf.Resolved:
-    return _hf.resolve_encoder(str(settings["model"]), metric="bertscore", setting="model")
-
-
-def _baseline_table(settings):
-    """(P, R, F) rows per layer as float32, and where they came from."""
+def _read_table(path):
     import csv
 
-    path = settings.get("baseline_path")
-    if path:
-        from radrank.models import resolve
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    header = [h.strip() for h in rows[0]]
+    cols = [header.index(c) for c in ("P", "R", "F")]
+    return np.array([[float(r[c]) for c in cols] for r in rows[1:] if r], dtype="float32")
 
-        p = resolve(str(path), metric="bertscore", setting="baseline_path")
-        with open(p, newline="") as f:
-            rows = list(csv.reader(f))
-        header = [h.strip() for h in rows[0]]
-        cols = [header.index(c) for c in ("P", "R", "F")]
-        table = np.array([[float(r[c]) for c in cols] for r in rows[1:] if r], dtype="float32")
-        return table, {"path": str(p), "sha256": _sha256(p)}
-    model = str(settings["model"])
-    name = model.rstrip("/").split("/")[-1]
+
+def _baseline_table(s: BERTScoreSettings, resolved: dict):
+    """(P, R, F) rows per layer as float32, and where they came from (``resolved``: the weights of ``s``,
+    of which only the baseline file is read)."""
+    from radrank.runtime.weights import file_sha256
+
+    if s.baseline_path:
+        path = resolved["baseline_path"].path
+        return _read_table(path), {"path": str(path), "sha256": file_sha256(path)}
+    name = s.model.rstrip("/").split("/")[-1]
     if name in BUILTIN_BASELINES:
         return np.array(BUILTIN_BASELINES[name], dtype="float32"), {"builtin": f"bert-score 0.3.13 en/{name}.tsv"}
-    try:  # bert-score's shipped table, when the library is installed
-        import importlib.util
-        from pathlib import Path
+    import importlib.util
+    from pathlib import Path
 
-        spec = importlib.util.find_spec("bert_score")
-        if spec and spec.origin:
-            shipped = Path(spec.origin).parent / "rescale_baseline" / "en" / f"{model}.tsv"
-            if shipped.is_file():
-                return _baseline_table({**settings, "baseline_path": str(shipped)})
-    except ImportError:
-        pass
-    raise ValueError(f"bertscore: no rescaling baseline for model {model!r}; set "
+    spec = importlib.util.find_spec("bert_score")  # bert-score's shipped table, when the library is installed
+    if spec and spec.origin:
+        shipped = Path(spec.origin).parent / "rescale_baseline" / "en" / f"{s.model}.tsv"
+        if shipped.is_file():
+            return _read_table(shipped), {"path": str(shipped), "sha256": file_sha256(shipped)}
+    raise ValueError(f"bertscore: no rescaling baseline for model {s.model!r}; set "
                      f"metric_settings.bertscore.baseline_path (bert-score's LAYER,P,R,F table) or "
                      f"rescale_with_baseline: false")
 
 
-def _sha256(path) -> str:
-    from radrank.provenance import file_sha256
+def _resolve(s: BERTScoreSettings, runtime=None, only=None) -> dict:
+    """setting -> Resolved for the weights of ``s`` (``only``: those settings); missing ones fail here,
+    before torch is imported."""
+    from radrank.runtime import Runtime
 
-    return file_sha256(path)
+    runtime = runtime or Runtime()
+    return {ref.setting: runtime.resolve(ref) for ref in METRIC.weights(s) if only is None or ref.setting in only}
 
 
-def baseline(settings) -> np.ndarray:
+def baseline(settings, resolved: dict | None = None) -> np.ndarray:
     """The (P, R, F) baseline used to rescale, float32 (bert-score's ``.iloc[num_layers]``)."""
-    table, _ = _baseline_table(settings)
-    n = _num_layers(settings)
+    s = METRIC.coerce(settings)
+    table, _ = _baseline_table(s, resolved if resolved is not None else _resolve(s, only=("baseline_path",)))
+    n = _num_layers(s)
     if not 0 <= n < len(table):
         raise ValueError(f"bertscore: baseline table has no row for layer {n}")
     return table[n]
 
 
-def provenance(settings=None) -> dict:
+def provenance(settings=None, resolved: dict | None = None) -> dict:
     """Model id, revision and weights hash, baseline, and the settings that change numbers."""
-    s = {**SPEC.settings, **(settings or {})}
-    out = {"model": _resolve(s).provenance(),
-           "settings": {k: s.get(k) for k in NUMBER_SETTINGS} | {"num_layers": _num_layers(s)}}
-    if s.get("rescale_with_baseline"):
-        _, source = _baseline_table(s)
-        out["baseline"] = {**source, "values": [float(v) for v in baseline(s)]}
+    s = METRIC.coerce(settings)
+    resolved = resolved if resolved is not None else _resolve(s)
+    out = {"model": resolved["model"].provenance(), "settings": s.identity() | {"num_layers": _num_layers(s)}}
+    if s.rescale_with_baseline:
+        _, source = _baseline_table(s, resolved)
+        out["baseline"] = {**source, "values": [float(v) for v in baseline(s, resolved)]}
     return out
 
 
@@ -207,9 +205,9 @@ def _cut_layers(model, n: int):
 
 
 class _Encoder:
-    def __init__(self, resolved: _hf.Resolved, num_layers: int, device: str, dtype):
-        self.tokenizer = _hf.load_tokenizer(resolved.directory)
-        model = _hf.load_encoder(resolved.directory, device="cpu", dtype=dtype)
+    def __init__(self, directory, num_layers: int, device: str, dtype):
+        self.tokenizer = load_tokenizer(directory)
+        model = load_encoder(directory, device="cpu", dtype=dtype)
         if hasattr(model, "encoder") and hasattr(model, "decoder"):
             model = model.encoder
         self.model = _cut_layers(model, num_layers).to(device)
@@ -232,13 +230,13 @@ class _Encoder:
         return out
 
 
-def _encoder(settings, resolved: _hf.Resolved | None = None) -> _Encoder:
-    resolved = resolved or _resolve(settings)
-    device = _hf.device_of(settings.get("device"))
-    dtype = _hf.dtype_of(settings.get("dtype", "fp32"))
-    n = _num_layers(settings)
-    key = ("bertscore", str(resolved.directory), n, device, str(dtype))
-    return _hf.cached(key, lambda: _Encoder(resolved, n, device, dtype))
+def _encoder(s: BERTScoreSettings, directory, runtime) -> _Encoder:
+    """The cut encoder, loaded once per process per (directory, layers, device, dtype)."""
+    device = _hf.device_of(s.device)
+    dtype = _hf.dtype_of(s.dtype)
+    n = _num_layers(s)
+    key = ("bertscore", str(directory), n, device, str(dtype))
+    return runtime.load(key, lambda: _Encoder(directory, n, device, dtype))
 
 
 # --- scoring ------------------------------------------------------------------------------------------
@@ -352,28 +350,32 @@ def _greedy(flat, flat_w, off_h, len_h, off_r, len_r, device):
     return out
 
 
-def score_texts(references, hypotheses, settings=None, idf_references=None) -> np.ndarray:
+def score_texts(references, hypotheses, settings=None, idf_references=None, runtime=None,
+                resolved: dict | None = None) -> np.ndarray:
     """(n, 3) float64 array of (P, R, F) per pair, rescaled when the settings say so.
 
     ``idf_references``: the sentences whose document frequencies give idf
-    weights (default: ``references``).
+    weights (default: ``references``); ``resolved``: the settings' weights, when already resolved.
     """
-    s = {**SPEC.settings, **(settings or {})}
+    from radrank.runtime import Runtime
+
+    s = METRIC.coerce(settings)
+    runtime = runtime or Runtime()
     refs = [prepare(t) for t in references]
     hyps = [prepare(t) for t in hypotheses]
     if len(refs) != len(hyps):
         raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
-    resolved = _resolve(s)  # missing weights fail here, before torch is imported
-    if s.get("rescale_with_baseline"):
-        base = baseline(s).astype("float64")  # and a missing baseline before the model is loaded
-    encoder = _encoder(s, resolved)
+    resolved = resolved or _resolve(s, runtime)  # missing weights fail here, before torch is imported
+    if s.rescale_with_baseline:
+        base = baseline(s, resolved).astype("float64")  # and a missing baseline before the model is loaded
+    encoder = _encoder(s, resolved["model"].directory, runtime)
     idf_refs = refs if idf_references is None else [prepare(t) for t in idf_references]
     texts, codes = _hf.distinct(refs + hyps + (idf_refs if idf_references is not None else []))
     ref_codes, hyp_codes = codes[:len(refs)], codes[len(refs):len(refs) + len(hyps)]
     idf_codes = ref_codes if idf_references is None else codes[len(refs) + len(hyps):]
     ids = encoder.tokenize(texts)
     lengths = np.fromiter((len(x) for x in ids), dtype="int64", count=len(ids))
-    weights = _token_weights(encoder, ids, idf_codes, bool(s.get("idf")))
+    weights = _token_weights(encoder, ids, idf_codes, s.idf)
 
     raw = np.zeros((len(refs), 3), dtype="float32")
     budget = CHUNK_TOKENS["cpu" if encoder.device == "cpu" else "cuda"]
@@ -381,8 +383,7 @@ def score_texts(references, hypotheses, settings=None, idf_references=None) -> n
     for lo, hi in _chunks(ref_codes, hyp_codes, lengths, budget):
         local, inverse = np.unique(np.concatenate([ref_codes[lo:hi], hyp_codes[lo:hi]]), return_inverse=True)
         sub = _SubProgress(progress, hi - lo, len(local))
-        flat, flat_w, offsets, lens = _embed(encoder, [ids[t] for t in local], weights,
-                                             int(s.get("batch_size") or 128), sub)
+        flat, flat_w, offsets, lens = _embed(encoder, [ids[t] for t in local], weights, s.batch_size, sub)
         r_loc, h_loc = inverse[:hi - lo], inverse[hi - lo:]
         raw[lo:hi] = _greedy(flat, flat_w, offsets[h_loc], lens[h_loc], offsets[r_loc], lens[r_loc],
                              encoder.device)
@@ -390,7 +391,7 @@ def score_texts(references, hypotheses, settings=None, idf_references=None) -> n
         del flat, flat_w
     progress.finish()
     out = raw.astype("float64")
-    if s.get("rescale_with_baseline"):
+    if s.rescale_with_baseline:
         out = (out - base) / (1 - base)
     return out
 
@@ -412,26 +413,48 @@ class _SubProgress:
         self.credited = self.pairs
 
 
-def score(pairs, settings, inputs):
-    """Per-sample BERTScore: bertscore (F1), bertscore_precision, bertscore_recall.
+class BERTScore(Metric):
+    name = "bertscore"
+    description = ("BERTScore F1 per report (bert-score semantics: distilroberta-base layer 5, baseline-rescaled, "
+                   "no idf), mean over reports")
+    family = "rexrank"
+    columns = ("bertscore", "bertscore_precision", "bertscore_recall")
+    leaves = (mean_leaf("bertscore", "BertScore"),)
+    Settings = BERTScoreSettings
+    default_resources = Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1)
+    packages = ("torch", "transformers", "tokenizers", "huggingface-hub", "safetensors")
+    board = (BoardColumn("BertScore", "bertscore", 2),)
+    shard_inputs = True  # idf weights come from every reference of the set, not the shard's
 
-    With ``idf``, the document frequencies come from the references of
-    ``inputs["corpus_pairs"]`` when given (the whole, unsharded pairs table),
-    else from ``pairs``. ``attrs["models"]`` carries :func:`provenance` and the device.
-    """
-    import pandas as pd
+    def weights(self, s):
+        refs = [WeightRef(self.owner(), self.key("model"), s.model, need="model")]
+        if s.rescale_with_baseline and s.baseline_path:
+            refs.append(WeightRef(self.owner(), self.key("baseline_path"), s.baseline_path, need="file"))
+        return tuple(refs)
 
-    s = {**SPEC.settings, **(settings or {})}
-    corpus = (inputs or {}).get("corpus_pairs")
-    idf_refs = corpus["reference"].tolist() if corpus is not None and s.get("idf") else None
-    prf = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist(), s, idf_refs)
-    out = pd.DataFrame({
-        "sample_id": pairs["sample_id"].to_numpy(),
-        "bertscore": prf[:, 2],
-        "bertscore_precision": prf[:, 0],
-        "bertscore_recall": prf[:, 1],
-    })
-    out.attrs["models"] = {**provenance(s), "device": _hf.device_of(s.get("device")),
-                           "idf_sentences": None if not s.get("idf") else
-                           ("corpus_pairs" if idf_refs is not None else "pairs")}
-    return out
+    def score(self, pairs, s, inputs, runtime):
+        """Per-sample BERTScore: bertscore (F1), bertscore_precision, bertscore_recall.
+
+        With ``idf``, the document frequencies come from the references of
+        ``inputs["corpus_pairs"]`` when given (the whole, unsharded pairs table),
+        else from ``pairs``. ``attrs["models"]`` carries :func:`provenance` and the device.
+        """
+        import pandas as pd
+
+        corpus = inputs.get("corpus_pairs")
+        idf_refs = corpus["reference"].tolist() if corpus is not None and s.idf else None
+        resolved = _resolve(s, runtime)
+        prf = score_texts(pairs["reference"].tolist(), pairs["hypothesis"].tolist(), s, idf_refs, runtime, resolved)
+        out = pd.DataFrame({
+            "sample_id": pairs["sample_id"].to_numpy(),
+            "bertscore": prf[:, 2],
+            "bertscore_precision": prf[:, 0],
+            "bertscore_recall": prf[:, 1],
+        })
+        out.attrs["models"] = {**provenance(s, resolved), "device": _hf.device_of(s.device),
+                               "idf_sentences": None if not s.idf else
+                               ("corpus_pairs" if idf_refs is not None else "pairs")}
+        return out
+
+
+METRIC = BERTScore()

@@ -16,7 +16,7 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import Leaf, MetricSpec, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks
+from radrank.metrics.base import Leaf, Metric, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks
 
 N = 4
 TINY = 1e-15
@@ -40,18 +40,6 @@ def corpus_bleu(totals: np.ndarray, order: int = N) -> np.ndarray:
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         penalty = np.where(ratio < 1, np.exp(1 - 1 / ratio), 1.0)
     return value * penalty
-
-
-SPEC = MetricSpec(
-    name="bleu4",
-    description="Corpus BLEU-4 (RadEval / pycocoevalcap BleuScorer), recomputed from per-sample n-gram statistics",
-    env="core",
-    columns=("bleu4_sentence",) + STATS,
-    leaves=(Leaf(name="bleu4", label="BLEU-4", stats=STATS, corpus=corpus_bleu),),
-    # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
-    # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
-    resources=Resources(mem_mb=1000, runtime_min=10),
-)
 
 
 def _counts(text: str):
@@ -99,11 +87,24 @@ def statistics_table(references, hypotheses) -> np.ndarray:
     return np.column_stack([correct, guess, testlen, reflen]).astype("int64").reshape(len(testlen), len(STATS))
 
 
-def score(pairs, settings, inputs):
-    import pandas as pd
+class BLEU4(Metric):
+    name = "bleu4"
+    description = "Corpus BLEU-4 (RadEval / pycocoevalcap BleuScorer), recomputed from per-sample n-gram statistics"
+    family = "core"
+    columns = ("bleu4_sentence",) + STATS
+    leaves = (Leaf(name="bleu4", label="BLEU-4", stats=STATS, corpus=corpus_bleu),)
+    # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
+    # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
+    default_resources = Resources(mem_mb=1000, runtime_min=10)
 
-    stats = in_pair_chunks(statistics_table, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
-    out = pd.DataFrame(stats, columns=list(STATS))
-    out.insert(0, "bleu4_sentence", sentence_bleu(stats))
-    out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
-    return out
+    def score(self, pairs, settings, inputs, runtime):
+        import pandas as pd
+
+        stats = in_pair_chunks(statistics_table, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+        out = pd.DataFrame(stats, columns=list(STATS))
+        out.insert(0, "bleu4_sentence", sentence_bleu(stats))
+        out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
+        return out
+
+
+METRIC = BLEU4()

@@ -21,19 +21,27 @@ column totals of the ref / hyp / tp columns — support, predicted positives and
 true positives per label — so a bootstrap resample recomputes them exactly, and
 they equal scikit-learn's ``classification_report`` as f1chexbert calls it.
 
-The labeler is loaded once per process and shared with :mod:`radrank.metrics.semb`
-(SembScore uses the same CLS vectors); CLS vectors of texts already encoded in
-the process are reused.
+The settings, the weights (``checkpoint`` — a hub repo, a local directory holding
+``checkpoint_file``, or the file itself — and ``tokenizer``) and the labeler are shared
+with :mod:`radrank.metrics.semb` (SembScore uses the same CLS vectors): the labeler is
+loaded once per process through the runtime's model cache, whichever metric asks
+first, and CLS vectors of texts already encoded in the process are reused.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
+from radrank.devices import DEVICE_DOC, check_device
 from radrank.metrics import _hf
-from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
+from radrank.metrics.base import Leaf, Metric, Resources, mean_leaf
+from radrank.runtime import WeightRef
+from radrank.runtime.loaders import frozen, load_tokenizer
+from radrank.settings import Settings, scored, speed
 
 CONDITIONS = (
     "Enlarged Cardiomediastinum", "Cardiomegaly", "Lung Opacity", "Lung Lesion", "Edema", "Consolidation",
@@ -49,17 +57,25 @@ HYP_COLUMNS = tuple(f"chexbert_hyp_{s}" for s in SLUGS)
 TP_COLUMNS = tuple(f"chexbert_tp_{s}" for s in SLUGS)
 ACC_COLUMNS = ("chexbert_acc_5", "chexbert_acc_14", "chexbert_exact_5")
 
-DEFAULT_SETTINGS = {
-    "checkpoint": "StanfordAIMI/RRG_scorers",  # Hugging Face repo, local file, or local directory
-    "checkpoint_file": "chexbert.pth",  # the file inside the repo / directory
-    "tokenizer": "bert-base-uncased",  # tokenizer and config (Hugging Face id or local directory)
-    "batch_size": 64,
-    "device": "auto",
-    "dtype": "fp32",  # bf16 may flip near-tie labels
-}
-NUMBER_SETTINGS = ("checkpoint", "checkpoint_file", "tokenizer", "dtype")
 MAX_LENGTH = 512
 MAX_BATCH_TOKENS = 1 << 15
+
+
+@dataclass(frozen=True)
+class CheXbertSettings(Settings):
+    """The settings of the CheXbert labeler, shared by ``chexbert`` and ``semb``."""
+
+    checkpoint: str = scored("StanfordAIMI/RRG_scorers", "CheXbert's checkpoint: a Hugging Face repo or a local "
+                                                         "directory holding checkpoint_file, or the local file")
+    checkpoint_file: str = scored("chexbert.pth", "the checkpoint's file name inside the repo or directory")
+    tokenizer: str = scored("bert-base-uncased", "the tokenizer and config.json of the encoder (Hugging Face id or "
+                                                 "local directory)")
+    dtype: Literal["fp32", "bf16"] = scored("fp32", "encoder precision (bf16 may flip near-tie labels)")
+    batch_size: int = speed(64, "texts per forward pass, at most (also bounded by a token budget)", minimum=1)
+    device: str = speed("auto", DEVICE_DOC)
+
+    def check(self, where):
+        check_device(self.device, f"{where}.device")
 
 
 # --- F1 from per-label counts -----------------------------------------------------------------------
@@ -101,20 +117,6 @@ LEAVES = tuple(
     for tag, labels in (("5", TOP5), ("all", CONDITIONS)) for average in ("micro", "macro", "weighted")
 ) + (mean_leaf("chexbert_exact_5", "F1-CheXbert-5 accuracy", name="f1chexbert_accuracy"),)
 
-SPEC = MetricSpec(
-    name="chexbert",
-    description="F1-CheXbert (CheXbert labels of reference and hypothesis, mode rrg): micro / macro / weighted F1 "
-                "over the 5 competition conditions and all 14, from pooled per-label counts",
-    env="rexrank",
-    columns=REF_COLUMNS + HYP_COLUMNS + TP_COLUMNS + ACC_COLUMNS,
-    leaves=LEAVES,
-    resources=Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1),
-    model="StanfordAIMI/RRG_scorers",
-    settings=dict(DEFAULT_SETTINGS),
-    packages=("torch", "transformers", "tokenizers", "huggingface-hub"),
-    version="1",
-)
-
 
 # --- the labeler (shared with semb) ------------------------------------------------------------------
 
@@ -124,25 +126,6 @@ _WS = re.compile(r"\s+")
 def prepare(text) -> str:
     """Upstream's text preparation: strip, newlines to spaces, whitespace runs to one space, strip."""
     return _WS.sub(" ", str(text).strip().replace("\n", " ")).strip()
-
-
-def resolve(settings, metric: str):
-    """(checkpoint, tokenizer) resolved to local files; fails fast naming ``metric``'s config key."""
-    ckpt = _hf.resolve_file(str(settings["checkpoint"]), str(settings.get("checkpoint_file") or "chexbert.pth"),
-                            metric=metric, setting="checkpoint")
-    tok = _hf.resolve_encoder(str(settings["tokenizer"]), metric=metric, setting="tokenizer", weights=False)
-    return ckpt, tok
-
-
-def provenance_of(settings, metric: str) -> dict:
-    ckpt, tok = resolve(settings, metric)
-    return {"checkpoint": ckpt.provenance(), "tokenizer": tok.provenance(),
-            "settings": {k: settings.get(k) for k in NUMBER_SETTINGS}}
-
-
-def provenance(settings=None) -> dict:
-    """Checkpoint and tokenizer ids, revisions and hashes, and the settings that change numbers."""
-    return provenance_of({**SPEC.settings, **(settings or {})}, "chexbert")
 
 
 def load_state(path) -> dict:
@@ -183,12 +166,9 @@ class Labeler:
         if [h[0].shape[0] for h in heads] != [4] * 13 + [2]:
             raise ValueError(f"{checkpoint}: heads have {[h[0].shape[0] for h in heads]} classes, "
                              f"expected 13 × 4 and 1 × 2")
-        model.eval()
-        for p in model.parameters():
-            p.requires_grad_(False)
-        self.model = model.to(device=device, dtype=dtype)
+        self.model = frozen(model, device, dtype)
         self.heads = heads
-        self.tokenizer = _hf.load_tokenizer(tokenizer_dir)
+        self.tokenizer = load_tokenizer(tokenizer_dir)
         self.device = device
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.memo: dict = {}
@@ -238,21 +218,48 @@ class Labeler:
         return ((classes == 1) | (classes == 3)).astype("int64")
 
 
-def labeler(settings, metric: str) -> Labeler:
-    """The labeler for these settings, loaded once per process (resolution first: fails fast)."""
-    ckpt, tok = resolve(settings, metric)
-    device = _hf.device_of(settings.get("device"))
-    dtype = _hf.dtype_of(settings.get("dtype", "fp32"))
-    key = ("chexbert", str(ckpt.weights[0]), str(tok.directory), device, str(dtype))
-    return _hf.cached(key, lambda: Labeler(ckpt.weights[0], tok.directory, device, dtype))
+class CheXbertLabeled(Metric):
+    """What F1-CheXbert and SembScore share: settings, weights, the labeler, provenance."""
+
+    family = "rexrank"
+    Settings = CheXbertSettings
+    default_resources = Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1)
+    packages = ("torch", "transformers", "tokenizers", "huggingface-hub")
+
+    def weights(self, s):
+        return (WeightRef(self.owner(), self.key("checkpoint"), s.checkpoint, need="file",
+                          filename=s.checkpoint_file),
+                WeightRef(self.owner(), self.key("tokenizer"), s.tokenizer, need="tokenizer"))
+
+    def resolve(self, s, runtime) -> dict:
+        """setting -> Resolved of the checkpoint and the tokenizer; a missing one fails here, naming this
+        metric's config key, before torch is imported."""
+        return {ref.setting: runtime.resolve(ref) for ref in self.weights(s)}
+
+    def labeler(self, s, runtime, resolved: dict | None = None) -> Labeler:
+        """The labeler for ``s``, loaded once per process whichever of the two metrics asks first."""
+        resolved = resolved or self.resolve(s, runtime)
+        checkpoint, tokenizer = resolved["checkpoint"].path, resolved["tokenizer"].directory
+        device = _hf.device_of(s.device)
+        dtype = _hf.dtype_of(s.dtype)
+        key = ("chexbert", str(checkpoint), str(tokenizer), device, str(dtype))
+        return runtime.load(key, lambda: Labeler(checkpoint, tokenizer, device, dtype))
+
+    def provenance(self, s, resolved: dict) -> dict:
+        """Checkpoint and tokenizer ids, revisions and hashes, and the settings that change numbers."""
+        return {"checkpoint": resolved["checkpoint"].provenance(), "tokenizer": resolved["tokenizer"].provenance(),
+                "settings": s.identity()}
 
 
 # --- scoring -------------------------------------------------------------------------------------------
 
 
-def label_texts(texts, settings=None, metric: str = "chexbert") -> np.ndarray:
-    s = {**SPEC.settings, **(settings or {})}
-    return labeler(s, metric).labels([prepare(t) for t in texts], int(s.get("batch_size") or 64))
+def label_texts(texts, settings=None, runtime=None) -> np.ndarray:
+    """(n, 14) labels of ``texts`` (mode rrg) with the settings (a mapping or CheXbertSettings)."""
+    from radrank.runtime import Runtime
+
+    s = METRIC.coerce(settings)
+    return METRIC.labeler(s, runtime or Runtime()).labels([prepare(t) for t in texts], s.batch_size)
 
 
 def per_sample(ref_labels: np.ndarray, hyp_labels: np.ndarray) -> dict:
@@ -272,15 +279,25 @@ def per_sample(ref_labels: np.ndarray, hyp_labels: np.ndarray) -> dict:
     return cols
 
 
-def score(pairs, settings, inputs):
-    import pandas as pd
+class CheXbert(CheXbertLabeled):
+    name = "chexbert"
+    description = ("F1-CheXbert (CheXbert labels of reference and hypothesis, mode rrg): micro / macro / weighted F1 "
+                   "over the 5 competition conditions and all 14, from pooled per-label counts")
+    columns = REF_COLUMNS + HYP_COLUMNS + TP_COLUMNS + ACC_COLUMNS
+    leaves = LEAVES
 
-    s = {**SPEC.settings, **(settings or {})}
-    lab = labeler(s, "chexbert")
-    refs = [prepare(t) for t in pairs["reference"].tolist()]
-    hyps = [prepare(t) for t in pairs["hypothesis"].tolist()]
-    labels = lab.labels(refs + hyps, int(s.get("batch_size") or 64))
-    cols = per_sample(labels[:len(refs)], labels[len(refs):])
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols})
-    out.attrs["models"] = {**provenance_of(s, "chexbert"), "device": lab.device}
-    return out
+    def score(self, pairs, s, inputs, runtime):
+        import pandas as pd
+
+        resolved = self.resolve(s, runtime)
+        lab = self.labeler(s, runtime, resolved)
+        refs = [prepare(t) for t in pairs["reference"].tolist()]
+        hyps = [prepare(t) for t in pairs["hypothesis"].tolist()]
+        labels = lab.labels(refs + hyps, s.batch_size)
+        cols = per_sample(labels[:len(refs)], labels[len(refs):])
+        out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols})
+        out.attrs["models"] = {**self.provenance(s, resolved), "device": lab.device}
+        return out
+
+
+METRIC = CheXbert()

@@ -39,49 +39,56 @@ What this module adds:
   static KV cache on CUDA, halving the batch on out-of-memory, a response cache
   (``cache_dir``), and one retry of an unusable answer (a larger budget when it was cut at
   ``max_new_tokens``, else sampled at ``retry_temperature`` with a fixed seed; ``retry:
-  false`` keeps the package's single answer). ``hf_engine: false`` runs the package's own
-  pipeline instead (``CRIMSONScore(api="hf")``, batched with ``_chat_completion_batch``), with
+  false`` keeps the package's single answer). ``backend: vllm`` serves the same model with
+  vLLM through the same engine loop. ``hf_engine: false`` runs the package's own pipeline
+  instead (``CRIMSONScore(api="hf")``, batched with ``_chat_completion_batch``), with
   ``greedy: true`` forcing greedy decoding over a sampling ``generation_config.json`` and
-  ``max_new_tokens`` replacing the package's 8192-token limit.
+  ``max_new_tokens`` replacing the package's limit (null keeps it).
 * each distinct prompt is generated once.
-* a response that cannot be parsed or scored gives NaN in every column with the reason in
+* a response that cannot be parsed or scored gives NaN in every number column with the reason in
   ``crimson_reason`` (``empty_response``, ``unparsed_json``, ``not_an_object``,
   ``invalid_evaluation: ...``, ``api_error: ...``; with the engine's retry, ``first answer: ...;
   retry: ...``); the job goes on and the mean leaf skips
   it (when every API request fails — a wrong endpoint, model or key — the job fails instead).
-  The raw model text is kept in ``crimson_response`` for audit.
+  The raw model text is kept in ``crimson_response`` for audit (and the report's drill-down,
+  :meth:`CRIMSON.explain`).
 * the OpenAI backend reads its key from the environment variable named by ``api_key_env``
   (never from the config), talks to ``base_url`` when set (any OpenAI-compatible server),
   runs ``concurrency`` requests at a time, and never writes the key anywhere: it is not a
   setting, not logged, and scrubbed from error texts.
 
-Weights (hf backend): ``model`` is a Hugging Face id (found in the cache, or downloaded once
-when the hub is on) or a local directory, resolved by :func:`radrank.models.resolve` before
-torch is imported; a missing one raises MissingWeightsError naming
-``metric_settings.crimson.model``. ``trust_remote_code`` is only for ids on its allow-list (in the
-workflow: the config's top-level ``trust_remote_code`` list, the only switch).
-Leave ``max_total_tokens`` unset (or well above the prompt's length): the engine cuts prompts
-longer than it from the right, which would drop the end of CRIMSON's prompt.
+Weights (backends hf and vllm alike): ``model`` is a Hugging Face id (found in the cache, or
+downloaded once when the hub is on) or a local directory; :meth:`CRIMSON.weights` declares it,
+so the workflow's load-time check refuses a missing one before any environment is built, and
+the job resolves the same reference through the runtime before torch is imported (a
+MissingWeightsError naming ``metric_settings.crimson.model``). The openai backend loads no
+weights. ``trust_remote_code`` is only for ids on its allow-list (the config's top-level
+``trust_remote_code`` list, the only switch). Leave ``max_total_tokens`` unset (or well above
+the prompt's length): the engine cuts prompts longer than it from the right, which would drop
+the end of CRIMSON's prompt.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 import math
 import os
 import re
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from radrank.engine import VLLM_SETTINGS
-from radrank.errors import ConfigError, MissingWeightsError
-from radrank.metrics.base import MetricSpec, Resources, mean_leaf
+from radrank.engine import JudgeMetric, JudgeSettings, model_ref
+from radrank.metrics.base import Explanation, Resources, mean_leaf
+from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
 
 DEFAULT_MODEL = "rajpurkarlab/medgemma-4b-it-crimson"
 DEFAULT_API_MODEL = "gpt-5.2"  # the package's default for api="openai"
-BACKENDS = ("hf", "vllm", "openai")
 
 ERROR_KEYS = ("false_findings", "missing_findings", "attribute_errors", "location_errors", "severity_errors",
               "descriptor_errors", "measurement_errors", "certainty_errors", "unspecific_errors",
@@ -91,54 +98,47 @@ NUMBER_COLUMNS = (("crimson",) + tuple(f"crimson_{k}" for k in ERROR_KEYS)
                   + tuple(f"crimson_weighted_{k}" for k in WEIGHTED_KEYS) + ("crimson_n_g", "crimson_correct"))
 COLUMNS = NUMBER_COLUMNS + ("crimson_reason", "crimson_response")
 
-SPEC = MetricSpec(
-    name="crimson",
-    description="CRIMSON per report (LLM judge of clinically weighted false / missing findings and attribute "
-                "errors, crimson-score package; patient context from age and indication), mean over reports",
-    env="crimson",
-    columns=COLUMNS,
-    leaves=(mean_leaf("crimson", "CRIMSON"),),
-    resources=Resources(mem_mb=32000, runtime_min=720, threads=4, gpu=1),
-    model=DEFAULT_MODEL,
-    settings={
-        "backend": "hf",  # hf: a local model (radrank's judge engine or the package's pipeline); vllm: the same
-        # local model on vLLM (env vllm, radrank's judge loop); openai: an API
-        "model": DEFAULT_MODEL,  # hf: Hugging Face id or local directory
-        "api_model": DEFAULT_API_MODEL,  # openai: the model name sent to the API
-        "base_url": None,  # openai: an OpenAI-compatible endpoint (None: the client's default)
-        "api_key_env": "OPENAI_API_KEY",  # openai: the environment variable holding the key
-        "patient_context": True,  # age and indication from the pairs into the prompt
-        "include_guidelines": "auto",  # auto | true | false (auto: false for the MedGemma-CRIMSON model)
-        "hf_engine": True,  # hf: radrank's judge engine (False: the package's own pipeline)
-        "revision": None,  # hf: hub revision (None: the cached / newest snapshot)
-        "trust_remote_code": [],  # hf: allow-list; the workflow fills it from the top-level config list
-        "device": "auto",  # hf engine: auto = cuda:0 when available, else cpu
-        "dtype": "auto",  # hf engine: auto = bf16 on CUDA (the package's), fp32 on the CPU
-        "static_cache": "auto",  # hf engine: static KV cache + compiled decoding on CUDA
-        "max_new_tokens": 2048,  # hf: first answer's budget (None with hf_engine false: the package's 8192)
-        "max_total_tokens": None,  # hf engine: cap on prompt + answer (None: none; the engine cuts longer prompts
-        # from the right, which would drop the end of CRIMSON's prompt, so leave it unset or well above the prompt)
-        "retry": True,  # hf engine: ask once more when an answer is unusable
-        "retry_temperature": 0.7,  # hf engine: the retry of an uncut unusable answer samples at this temperature
-        "seed": 0,
-        "cache_dir": None,  # hf engine: response cache (None: $RADRANK_JUDGE_CACHE or ~/.cache/radrank/judge)
-        "greedy": True,  # hf_engine false: force greedy decoding over the model's generation_config
-        "batch_size": 8,  # hf: prompts per generate call (halved on out-of-memory by the engine)
-        "concurrency": 4,  # openai: requests in flight
-        "request_timeout": 300,  # openai: seconds per request
-        "max_retries": 2,  # openai: client retries per request
-        **VLLM_SETTINGS,  # backend vllm only (see radrank.engine.VLLM_SETTINGS)
-        # vllm: the prompt (up to ~4k tokens with the guidelines) + max_new_tokens, not Gemma-3's 128k context
-        "max_model_len": 8192,
-    },
-    packages=("crimson-score", "torch", "transformers", "accelerate", "peft", "openai"),
-    version="1",
-)
 
-# Settings that change numbers (the others only change speed).
-NUMBER_SETTINGS = ("backend", "model", "revision", "api_model", "base_url", "patient_context", "include_guidelines",
-                   "hf_engine", "dtype", "greedy", "max_new_tokens", "max_total_tokens", "retry", "retry_temperature",
-                   "seed")
+@dataclass(frozen=True)
+class CRIMSONSettings(JudgeSettings):
+    """``metric_settings.crimson`` (the judge engine's settings, CRIMSON's defaults, and its backends and prompt)."""
+
+    model: str = scored(DEFAULT_MODEL, "hf / vllm: the judge model, a Hugging Face id or a local directory")
+    max_new_tokens: int | None = scored(2048, "hf / vllm: the first answer's token budget (null, with hf_engine "
+                                              "false only: the model's generation_config, else the package's "
+                                              "8192)", minimum=1)
+    # The prompt (up to ~4k tokens with the guidelines) + max_new_tokens, not Gemma-3's 128k context.
+    max_model_len: int | None = scored(8192, "vllm: prompt + answer tokens per sequence (null: max_total_tokens "
+                                             "+ 1, else the model's); an answer that reaches it is cut", minimum=1)
+    backend: Literal["hf", "vllm", "openai"] = scored("hf", "hf: the local model (radrank's judge engine, or the "
+                                                            "package's pipeline); vllm: the same model on vLLM "
+                                                            "(env vllm); openai: an OpenAI-compatible API")
+    api_model: str = scored(DEFAULT_API_MODEL, "openai: the model name sent to the API")
+    base_url: str | None = scored(None, "openai: an OpenAI-compatible endpoint (null: the client's default)")
+    api_key_env: str = speed("OPENAI_API_KEY", "openai: the environment variable holding the API key (the key "
+                                               "itself is never a setting)")
+    patient_context: bool = scored(True, "age and indication from the pairs into the prompt")
+    include_guidelines: Literal["auto"] | bool = scored("auto", "the significance examples and guideline blocks "
+                                                                "in the prompt (auto: left out for the "
+                                                                "MedGemma-CRIMSON model, which was trained "
+                                                                "without them)")
+    hf_engine: bool = scored(True, "hf: radrank's judge engine (false: the package's own pipeline)")
+    greedy: bool = scored(True, "hf_engine false: force greedy decoding over the model's generation_config")
+    retry: bool = scored(True, "hf / vllm engine: ask once more when an answer is unusable")
+    concurrency: int = speed(4, "openai: requests in flight", minimum=1)
+    request_timeout: float = speed(300.0, "openai: seconds per request", minimum=1.0)
+    max_retries: int = speed(2, "openai: the client's retries of a failed request", minimum=0)
+
+    def check(self, where):
+        super().check(where)
+        if self.max_new_tokens is None and (self.backend != "hf" or self.hf_engine):
+            raise self.fail(where, "max_new_tokens", "null (the model's own limit) is for backend hf with hf_engine "
+                                                     "false only; give a number of tokens")
+        if self.backend != "openai" and not self.model.strip():
+            raise self.fail(where, "model", f"backend {self.backend} needs a model: a Hugging Face id or a local "
+                                            f"directory")
+        if self.backend == "openai" and not self.api_model.strip():
+            raise self.fail(where, "api_model", "backend openai needs the model name the API serves")
 
 
 # --- prompts --------------------------------------------------------------------------------------
@@ -176,35 +176,26 @@ def patient_context(age=None, indication=None) -> dict | None:
     return ctx or None
 
 
-def uses_guidelines(settings: dict) -> bool:
+def uses_guidelines(s: CRIMSONSettings) -> bool:
     """Whether the prompt carries the significance examples and guideline blocks."""
-    value = settings.get("include_guidelines", "auto")
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("true", "yes", "1"):
+    if isinstance(s.include_guidelines, bool):
+        return s.include_guidelines
+    if s.backend == "openai":
         return True
-    if str(value).lower() in ("false", "no", "0"):
-        return False
-    if str(value).lower() != "auto":
-        raise ConfigError(f"metric_settings.crimson.include_guidelines must be auto, true or false, got {value!r}")
-    if settings.get("backend") == "openai":
-        return True
-    model = str(settings.get("model") or "")
-    return not (model == DEFAULT_MODEL or "medgemma-4b-it-crimson" in model.lower())
+    return not (s.model == DEFAULT_MODEL or "medgemma-4b-it-crimson" in s.model.lower())
 
 
-def build_prompts(pairs, settings: dict) -> list[str]:
+def build_prompts(pairs, s: CRIMSONSettings) -> list[str]:
     """One prompt per pair, through ``CRIMSON.prompt_parts.build_prompt``."""
     from CRIMSON.prompt_parts import build_prompt
 
-    guidelines = uses_guidelines(settings)
-    with_context = bool(settings.get("patient_context", True))
+    guidelines = uses_guidelines(s)
     n = len(pairs)
     ages = pairs["age"].tolist() if "age" in pairs.columns else [None] * n
     indications = pairs["indication"].tolist() if "indication" in pairs.columns else [None] * n
     prompts = []
     for ref, hyp, age, ind in zip(pairs["reference"].tolist(), pairs["hypothesis"].tolist(), ages, indications):
-        ctx = patient_context(age, ind) if with_context else None
+        ctx = patient_context(age, ind) if s.patient_context else None
         prompts.append(build_prompt(str(ref), str(hyp), patient_context=ctx,
                                     include_significance_examples=guidelines,
                                     include_attribute_guidelines=guidelines,
@@ -269,84 +260,100 @@ def calculate(evaluation: dict) -> dict:
     return CRIMSONScore._calculate_crimson(None, evaluation)
 
 
+def _unscored(reason: str, text) -> dict:
+    """The row of a response that gives no score: NaN numbers, the reason and the raw text."""
+    return {**{c: np.nan for c in NUMBER_COLUMNS}, "crimson_reason": reason,
+            "crimson_response": "" if text is None else str(text)}
+
+
 def score_response(text) -> dict:
     """The per-sample columns (without sample_id) for one response."""
-    row = {c: np.nan for c in NUMBER_COLUMNS}
-    row["crimson_response"] = "" if text is None else str(text)
     evaluation, reason = parse_response(text)
-    if evaluation is not None:
-        try:
-            result = calculate(evaluation)
-            values = {"crimson": result["crimson_score"],
-                      **{f"crimson_{k}": result["error_counts"][k] for k in ERROR_KEYS},
-                      **{f"crimson_weighted_{k}": result["weighted_error_counts"][k] for k in WEIGHTED_KEYS},
-                      "crimson_n_g": result["metrics"]["N_G"], "crimson_correct": result["metrics"]["correct"]}
-            row.update({k: float(v) for k, v in values.items()})
-        except Exception as e:  # a structurally wrong evaluation (missing ids, wrong types)
-            row = {c: np.nan for c in NUMBER_COLUMNS} | {"crimson_response": row["crimson_response"]}
-            reason = f"invalid_evaluation: {type(e).__name__}: {str(e)[:200]}"
-    row["crimson_reason"] = reason
-    return row
+    if evaluation is None:
+        return _unscored(reason, text)
+    try:
+        result = calculate(evaluation)
+        values = {"crimson": result["crimson_score"],
+                  **{f"crimson_{k}": result["error_counts"][k] for k in ERROR_KEYS},
+                  **{f"crimson_weighted_{k}": result["weighted_error_counts"][k] for k in WEIGHTED_KEYS},
+                  "crimson_n_g": result["metrics"]["N_G"], "crimson_correct": result["metrics"]["correct"]}
+        numbers = {k: float(v) for k, v in values.items()}
+    except Exception as e:  # a structurally wrong evaluation (missing ids, wrong types)
+        return _unscored(f"invalid_evaluation: {type(e).__name__}: {str(e)[:200]}", text)
+    return {**numbers, "crimson_reason": "", "crimson_response": "" if text is None else str(text)}
 
 
-# --- backends -----------------------------------------------------------------------------------------
+def crimson_errors(response: str):
+    """(false findings, missing findings, attribute errors) as readable strings from a CRIMSON answer,
+    or None when the answer is not the JSON object the judge was asked for."""
+    try:
+        data = json.loads(extract_json_text(response))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+
+    def findings(key):
+        items = data.get(key) or []
+        return {str(f.get("id")): f for f in items if isinstance(f, dict)}
+
+    ref, pred = findings("reference_findings"), findings("predicted_findings")
+    errors = data.get("errors") if isinstance(data.get("errors"), dict) else {}
+
+    def describe(table, fid):
+        f = table.get(str(fid), {})
+        sig = f.get("clinical_significance")
+        return f"{f.get('finding', fid)}" + (f" ({sig})" if sig else "")
+
+    false = [describe(pred, fid) for fid in errors.get("false_findings") or []]
+    missing = [describe(ref, fid) for fid in errors.get("missing_findings") or []]
+    attribute = []
+    for e in errors.get("attribute_errors") or []:
+        if isinstance(e, dict):
+            kinds = ", ".join(map(str, e.get("error_types") or []))
+            attribute.append(f"{describe(pred, e.get('pred_id'))}: {kinds}"
+                             + (f" ({e['severity']})" if e.get("severity") else ""))
+        else:
+            attribute.append(str(e))
+    return false, missing, attribute
 
 
-def _check(settings: dict) -> None:
-    backend = settings.get("backend")
-    if backend not in BACKENDS:
-        raise ConfigError(f"metric_settings.crimson.backend must be one of {BACKENDS}, got {backend!r}")
-    for key in ("batch_size", "concurrency"):
-        if int(settings.get(key) or 0) < 1:
-            raise ConfigError(f"metric_settings.crimson.{key} must be a positive integer")
-    uses_guidelines(settings)
+def _text(value) -> str:
+    """A cell as text: "" for a missing one (None, NaN)."""
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
 
-def resolve_model(settings: dict):
-    """Local directory of the hf model (MissingWeightsError, naming the config key, when absent)."""
-    from radrank.models import resolve
-
-    model = str(settings.get("model") or DEFAULT_MODEL)
-    if not os.path.exists(os.path.expanduser(model)) and not model.startswith(("/", "./", "../", "~")):
-        resolve(model, metric="crimson", setting="model", revision=settings.get("revision"),
-                filename="config.json")  # a model absent from the cache fails here, before any download
-    path = resolve(model, metric="crimson", setting="model", revision=settings.get("revision"))
-    if not path.is_dir():
-        raise MissingWeightsError(f"metric 'crimson': {model!r} (config metric_settings.crimson.model) is a file; "
-                                  f"expected a model directory")
-    if not (path / "config.json").is_file():
-        raise MissingWeightsError(f"metric 'crimson': {path} (config metric_settings.crimson.model) has no "
-                                  f"config.json; expected a transformers model directory")
-    return path
+# --- hf: the package's own pipeline (hf_engine: false) ---------------------------------------------------
 
 
-_SCORERS: dict = {}
+def _package_pipeline(directory):
+    """``CRIMSONScore(api="hf")`` on ``directory`` and a copy of its model's generation_config as loaded."""
+    from CRIMSON import CRIMSONScore
+
+    scorer = CRIMSONScore(api="hf", model_name=str(directory))
+    return scorer, copy.deepcopy(scorer.pipe.model.generation_config)
 
 
-def _hf_scorer(path, settings: dict):
-    key = ("hf", str(path))
-    if key not in _SCORERS:
-        from CRIMSON import CRIMSONScore
-
-        _SCORERS[key] = CRIMSONScore(api="hf", model_name=str(path))
-    scorer = _SCORERS[key]
-    generation = scorer.pipe.model.generation_config
-    if scorer._has_generation_config:
-        if settings.get("greedy", True):
+def _configure_pipeline(scorer, loaded_config, s: CRIMSONSettings) -> None:
+    """Set what the package generates with for these settings, from the generation_config as loaded (the
+    scorer is shared by every call in the process, so no call's settings leak into the next)."""
+    if scorer._has_generation_config:  # the package passes the model's generation_config to the pipeline
+        generation = copy.deepcopy(loaded_config)
+        if s.greedy:
             generation.do_sample = False
             for name in ("temperature", "top_p", "top_k"):
                 if hasattr(generation, name):
                     setattr(generation, name, None)
-        if settings.get("max_new_tokens"):
-            generation.max_new_tokens = int(settings["max_new_tokens"])
+        if s.max_new_tokens is not None:
+            generation.max_new_tokens = s.max_new_tokens
             generation.max_length = None
-    elif settings.get("max_new_tokens"):  # the package passes do_sample=False and this limit itself
-        scorer.DEFAULT_MAX_NEW_TOKENS = int(settings["max_new_tokens"])
-    return scorer
+        scorer.pipe.model.generation_config = generation
+    else:  # the package passes do_sample=False and this limit itself
+        scorer.DEFAULT_MAX_NEW_TOKENS = s.max_new_tokens or type(scorer).DEFAULT_MAX_NEW_TOKENS
 
 
 def generation_settings(scorer) -> dict:
-    """What the hf backend generates with (for provenance)."""
+    """What the package's pipeline generates with (for provenance)."""
     if scorer._has_generation_config:
         g = scorer.pipe.model.generation_config
         return {"source": "generation_config.json", "do_sample": bool(g.do_sample),
@@ -356,29 +363,28 @@ def generation_settings(scorer) -> dict:
     return {"source": "crimson-score defaults", "do_sample": False, "max_new_tokens": scorer.DEFAULT_MAX_NEW_TOKENS}
 
 
-def generate_hf(prompts: list[str], settings: dict):
-    """Responses for ``prompts`` from the package's own hf pipeline (``hf_engine: false``);
+def generate_package(prompts: list[str], s: CRIMSONSettings, runtime):
+    """Responses for ``prompts`` from the package's own hf pipeline, loaded once per process;
     returns (responses, provenance)."""
-    from radrank.models import model_provenance
-
-    path = resolve_model(settings)  # fails before torch is imported
-    scorer = _hf_scorer(path, settings)
-    batch = int(settings.get("batch_size") or 8)
+    resolved = runtime.resolve(METRIC.weights(s)[0])  # a missing model fails here, before torch is imported
+    scorer, loaded_config = runtime.load(("crimson-pipeline", str(resolved.directory)),
+                                         lambda: _package_pipeline(resolved.directory))
+    _configure_pipeline(scorer, loaded_config, s)
     order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
     responses: list = [None] * len(prompts)
-    step = batch * 4
+    step = s.batch_size * 4
     for lo in range(0, len(order), step):
         idx = order[lo:lo + step]
-        out = scorer._chat_completion_batch([prompts[i] for i in idx], batch_size=batch)
+        out = scorer._chat_completion_batch([prompts[i] for i in idx], batch_size=s.batch_size)
         for i, text in zip(idx, out):
             responses[i] = text
         log.info("crimson: %d/%d prompts generated", min(lo + step, len(order)), len(order))
-    prov = model_provenance(str(settings.get("model") or DEFAULT_MODEL), path)
-    prov["generation"] = {"runner": "crimson-score pipeline (device_map auto, bf16)", **generation_settings(scorer)}
+    prov = {"model": resolved.provenance(),
+            "generation": {"runner": "crimson-score pipeline (device_map auto, bf16)", **generation_settings(scorer)}}
     return responses, prov
 
 
-# --- hf through radrank's judge engine --------------------------------------------------------------------
+# --- hf and vllm through radrank's judge engine -----------------------------------------------------------
 
 
 class _Recorder:
@@ -435,95 +441,65 @@ def _engine_parse(text):
     return row
 
 
-def load_generator(settings: dict):
+def load_generator(s: CRIMSONSettings, runtime):
+    """The engine's generator for ``s.backend`` (hf or vllm), tokenising as the package's pipeline does."""
     from radrank import engine
 
-    model = str(settings.get("model") or DEFAULT_MODEL)
-    key = ("engine", settings.get("backend"), model, str(settings.get("revision")), str(settings.get("device")),
-           str(settings.get("dtype")), str(settings.get("static_cache")), int(settings.get("batch_size") or 8))
-    if key not in _SCORERS:
-        loaded = engine.load_generator(model, metric="crimson", settings=settings, cuda_dtype="bf16")
-        match_pipeline_tokens(loaded.generator, "x")
-        _SCORERS[key] = loaded
-    loaded = _SCORERS[key]
-    gen = loaded.generator
-    gen.max_new_tokens = int(settings.get("max_new_tokens") or 2048)
-    gen.max_total_tokens = int(settings["max_total_tokens"]) if settings.get("max_total_tokens") else None
-    gen.retry_temperature = float(settings.get("retry_temperature", 0.7))
-    gen.seed = int(settings.get("seed", 0))
+    loaded = engine.load_generator(METRIC.weights(s)[0], s, runtime, cuda_dtype="bf16")
+    match_pipeline_tokens(loaded.generator, "x")
     return loaded
 
 
-def judge_hf_engine(prompts: list[str], settings: dict, generator=None):
+def judge_engine(prompts: list[str], s: CRIMSONSettings, runtime):
     """Rows (per prompt) and provenance, through :func:`radrank.engine.judge`."""
     from radrank import engine
 
-    prov = {}
-    if generator is None:
-        loaded = load_generator(settings)
-        generator, prov = loaded.generator, dict(loaded.provenance)
+    loaded = load_generator(s, runtime)
+    generator, prov = loaded.generator, dict(loaded.provenance)
     requests = [render(generator.tokenizer, p) for p in prompts]
-    judgements = engine.judge(generator, requests, _engine_parse, cache=engine.cache_for(settings),
-                              retry=bool(settings.get("retry", True)), what="crimson")
-    rows = []
-    for j in judgements:
-        if j.parsed:
-            rows.append(j.value)
-        else:
-            row = {c: np.nan for c in NUMBER_COLUMNS}
-            row.update(crimson_reason=j.reason or "unparsed", crimson_response=j.text or "")
-            rows.append(row)
-    prov["generation"] = {"runner": f"radrank.engine ({getattr(generator, 'backend', 'hf')})", "greedy": True, "max_new_tokens": generator.max_new_tokens,
-                          "max_total_tokens": generator.max_total_tokens, "retry": bool(settings.get("retry", True)),
-                          "retry_temperature": generator.retry_temperature, "seed": generator.seed,
-                          "add_special_tokens": generator.add_special_tokens}
+    judgements = engine.judge(generator, requests, _engine_parse, cache=engine.cache_for(s), retry=s.retry,
+                              what="crimson")
+    rows = [j.value if j.parsed else _unscored(j.reason or "unparsed", j.text) for j in judgements]
+    prov["generation"] = {"runner": f"radrank.engine ({generator.backend})", "greedy": True,
+                          "max_new_tokens": generator.max_new_tokens, "max_total_tokens": generator.max_total_tokens,
+                          "retry": s.retry, "retry_temperature": generator.retry_temperature,
+                          "seed": generator.seed, "add_special_tokens": generator.add_special_tokens}
     return rows, prov
 
 
-def api_key(settings: dict) -> str:
-    name = str(settings.get("api_key_env") or "OPENAI_API_KEY")
-    key = os.environ.get(name)
-    if not key:
-        raise ConfigError(f"metric 'crimson' (backend openai): the environment variable {name} "
-                          f"(metric_settings.crimson.api_key_env) is not set; put the API key there")
-    return key
+# --- openai ------------------------------------------------------------------------------------------------
 
 
-def scrub(text, secret: str | None) -> str:
-    text = str(text)
-    return text.replace(secret, "***") if secret else text
-
-
-def _openai_scorer(settings: dict, key: str):
+def _openai_scorer(s: CRIMSONSettings, key: str):
     """``CRIMSONScore(api="openai")`` talking to ``base_url`` with our own client (timeouts, retries)."""
     from CRIMSON import CRIMSONScore
     from openai import OpenAI
 
-    model = str(settings.get("api_model") or DEFAULT_API_MODEL)
     # The package builds OpenAI(api_key=os.environ["OPENAI_API_KEY"]) itself, which fails when that
     # variable is unset: give it the key for the construction only, then swap in our client.
     previous = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = key
     try:
-        scorer = CRIMSONScore(api="openai", model_name=model)
+        scorer = CRIMSONScore(api="openai", model_name=s.api_model)
     finally:
         if previous is None:
             os.environ.pop("OPENAI_API_KEY", None)
         else:
             os.environ["OPENAI_API_KEY"] = previous
-    scorer.client = OpenAI(api_key=key, base_url=settings.get("base_url") or None,
-                           timeout=float(settings.get("request_timeout") or 300),
-                           max_retries=int(settings.get("max_retries") or 0))
+    scorer.client = OpenAI(api_key=key, base_url=s.base_url or None, timeout=s.request_timeout,
+                           max_retries=s.max_retries)
     return scorer
 
 
-def generate_openai(prompts: list[str], settings: dict):
+def generate_openai(prompts: list[str], s: CRIMSONSettings):
     """Responses (None where the request failed) and per-prompt error reasons; returns
     (responses, reasons, provenance)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    key = api_key(settings)
-    scorer = _openai_scorer(settings, key)
+    from radrank.runtime import api_key, scrub
+
+    key = api_key(f"{METRIC.owner()} (backend openai)", METRIC.key("api_key_env"), s.api_key_env)
+    scorer = _openai_scorer(s, key)
     responses: list = [None] * len(prompts)
     reasons: list = [""] * len(prompts)
 
@@ -533,57 +509,85 @@ def generate_openai(prompts: list[str], settings: dict):
         except Exception as e:
             reasons[i] = f"api_error: {type(e).__name__}: {scrub(e, key)[:300]}"
 
-    with ThreadPoolExecutor(max_workers=int(settings.get("concurrency") or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=s.concurrency) as pool:
         list(pool.map(one, range(len(prompts))))
     failed = sum(1 for r in reasons if r)
     if prompts and failed == len(prompts):  # a wrong endpoint, model or key: fail rather than write NaN
-        raise RuntimeError(f"metric 'crimson': all {failed} API requests failed, e.g. {reasons[0]}; check "
-                           f"metric_settings.crimson.base_url, .api_model and the key in .api_key_env")
+        raise RuntimeError(f"{METRIC.owner()}: all {failed} API requests failed, e.g. {reasons[0]}; check "
+                           f"{METRIC.key('base_url')}, .api_model and the key in .api_key_env")
     if failed:
         log.warning("crimson: %d/%d API requests failed, e.g. %s", failed, len(prompts),
                     next(r for r in reasons if r))
     prov = {"id": scorer.model_name, "api": "openai-compatible",
-            "base_url": settings.get("base_url") or None, "api_key_env": settings.get("api_key_env")}
+            "base_url": scrub(s.base_url) if s.base_url else None, "api_key_env": s.api_key_env}
     return responses, reasons, prov
 
 
-# --- scoring ---------------------------------------------------------------------------------------------
+# --- the metric ----------------------------------------------------------------------------------------------
 
 
-def score(pairs, settings, inputs):
-    import pandas as pd
+class CRIMSON(JudgeMetric):
+    name = "crimson"
+    description = ("CRIMSON per report (LLM judge of clinically weighted false / missing findings and attribute "
+                   "errors, crimson-score package; patient context from age and indication), mean over reports")
+    family = "crimson"
+    columns = COLUMNS
+    leaves = (mean_leaf("crimson", "CRIMSON"),)
+    Settings = CRIMSONSettings
+    nan_columns = NUMBER_COLUMNS  # an answer that cannot be parsed or scored
+    reason_column = "crimson_reason"
+    packages = ("crimson-score", "torch", "transformers", "accelerate", "peft", "openai")
+    version = "1"
+    default_resources = Resources(mem_mb=32000, runtime_min=720, threads=4, gpu=1)
+    explained_by = ("crimson_response", "crimson_reason")
 
-    s = {**SPEC.settings, **(settings or {})}
-    _check(s)
-    if s["backend"] in ("hf", "vllm"):
-        resolve_model(s)  # a missing model fails before the prompts are built
-    prompts = build_prompts(pairs, s)
-    distinct = list(dict.fromkeys(prompts))
-    log.info("crimson: %d pairs, %d distinct prompts, backend %s, guidelines %s", len(prompts), len(distinct),
-             s["backend"], uses_guidelines(s))
-    if s["backend"] == "vllm" or (s["backend"] == "hf" and s.get("hf_engine", True)):
-        judged, model_prov = judge_hf_engine(distinct, s)
-        rows = dict(zip(distinct, judged))
-    else:
-        if s["backend"] == "hf":
-            responses, model_prov = generate_hf(distinct, s)
-            api_reasons = [""] * len(distinct)
-        else:
+    def weights(self, s):
+        if s.backend == "openai":
+            return ()
+        return (model_ref(self.owner(), self.key("model"), s),)
+
+    def explain(self, row) -> Explanation | None:
+        """False, missing and attribute errors of the judge's answer, or why it gave no score."""
+        response = _text(row.get("crimson_response"))
+        if not response:
+            return None
+        reason = _text(row.get("crimson_reason"))
+        found = None if reason else crimson_errors(response)
+        common = dict(label="CRIMSON", details_title="judge's answer", details=response)
+        if found is None:
+            return Explanation(failure=f"not scored ({reason or 'unparsed'})", **common)
+        titles = ("false findings", "missing findings", "attribute errors")
+        return Explanation(summary=tuple(f"{title}: " + ("; ".join(items) if items else "none")
+                                         for title, items in zip(titles, found)), **common)
+
+    def score(self, pairs, s, inputs, runtime):
+        import pandas as pd
+
+        prompts = build_prompts(pairs, s)
+        distinct = list(dict.fromkeys(prompts))
+        if s.backend == "openai":
             responses, api_reasons, model_prov = generate_openai(distinct, s)
-        rows = {}
-        for prompt, text, api_reason in zip(distinct, responses, api_reasons):
-            row = score_response(text)
-            if api_reason:
-                row["crimson_reason"] = api_reason
-            rows[prompt] = row
-    out = pd.DataFrame([rows[p] for p in prompts], columns=list(COLUMNS))
-    out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
-    for c in NUMBER_COLUMNS:
-        out[c] = out[c].astype("float64")
-    failed = out["crimson_reason"].ne("")
-    if failed.any():
-        log.warning("crimson: %d/%d samples not scored (NaN): %s", int(failed.sum()), len(out),
-                    out.loc[failed, "crimson_reason"].str.split(":").str[0].value_counts().to_dict())
-    out.attrs["models"] = {"crimson": model_prov, "backend": s["backend"], "include_guidelines": uses_guidelines(s),
-                           "patient_context": bool(s["patient_context"])}
-    return out
+            judged = [_unscored(why, None) if why else score_response(text)
+                      for text, why in zip(responses, api_reasons)]
+        elif s.backend == "hf" and not s.hf_engine:
+            responses, model_prov = generate_package(distinct, s, runtime)
+            judged = [score_response(text) for text in responses]
+        else:
+            judged, model_prov = judge_engine(distinct, s, runtime)
+        rows = dict(zip(distinct, judged))
+        log.info("crimson: %d pairs, %d distinct prompts, backend %s, guidelines %s", len(prompts), len(distinct),
+                 s.backend, uses_guidelines(s))
+        out = pd.DataFrame([rows[p] for p in prompts], columns=list(COLUMNS))
+        out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
+        for c in NUMBER_COLUMNS:
+            out[c] = out[c].astype("float64")
+        failed = out["crimson_reason"].ne("")
+        if failed.any():
+            log.warning("crimson: %d/%d samples not scored (NaN): %s", int(failed.sum()), len(out),
+                        out.loc[failed, "crimson_reason"].str.split(":").str[0].value_counts().to_dict())
+        out.attrs["models"] = {"crimson": model_prov, "backend": s.backend, "include_guidelines": uses_guidelines(s),
+                               "patient_context": s.patient_context}
+        return out
+
+
+METRIC = CRIMSON()

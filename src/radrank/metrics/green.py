@@ -54,58 +54,41 @@ import ast
 import importlib
 import importlib.util
 import logging
+import math
 import sys
 import types
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-import numpy as np
-
-from radrank.engine import VLLM_SETTINGS
-from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
+from radrank import engine
+from radrank.metrics.base import BoardColumn, Explanation, Resources, count_leaf, mean_leaf
+from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
 
 CATEGORIES = ("Clinically Significant Errors", "Clinically Insignificant Errors", "Matched Findings")
 LETTERS = "abcdef"
-COLUMNS = ("green", "green_matched", *(f"green_sig_{c}" for c in LETTERS), "green_significant",
-           *(f"green_insig_{c}" for c in LETTERS), "green_insignificant", "green_analysis", "green_unparsed",
-           "green_unparsed_reason")
+GREEN_ERRORS = {  # GREEN's clinically significant error categories (a)–(f), as the report names them
+    "a": "false finding", "b": "missing finding", "c": "wrong location", "d": "wrong severity",
+    "e": "comparison not in the reference", "f": "comparison omitted",
+}
+COUNT_COLUMNS = ("green_matched", *(f"green_sig_{c}" for c in LETTERS), "green_significant",
+                 *(f"green_insig_{c}" for c in LETTERS), "green_insignificant")
+COLUMNS = ("green", *COUNT_COLUMNS, "green_analysis", "green_unparsed", "green_unparsed_reason")
 
 
-def _count_leaf(column: str, label: str) -> Leaf:
-    """A leaf that is the number of samples with ``column`` = 1 (bootstrapped like any count)."""
-    return Leaf(name=column, label=label, higher_is_better=False, stats=(column,), corpus=lambda t: t[..., 0])
-
-
-SPEC = MetricSpec(
-    name="green",
-    description="GREEN score per report (StanfordAIMI/GREEN-radllama2-7b; radeval's prompt, template and parser), "
-                "mean over parsed reports",
-    env="judge",
-    columns=COLUMNS,
-    leaves=(mean_leaf("green", "GREEN"), _count_leaf("green_unparsed", "GREEN unparsed")),
-    resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
-    model="StanfordAIMI/GREEN-radllama2-7b",
-    settings={
-        "backend": "hf",  # hf: radrank's transformers engine; vllm: vLLM (env vllm; settings below)
-        "model": "StanfordAIMI/GREEN-radllama2-7b",  # Hugging Face id or local directory
-        "revision": None,  # hub revision (None: the cached / newest snapshot)
-        "trust_remote_code": [],  # allow-list (CheXagentTokenizer); the workflow fills it: top-level config list
-        "max_new_tokens": 768,  # first answer's budget; a cut answer is asked again up to max_total_tokens
-        "max_total_tokens": 2048,  # prompt + answer, upstream's max_length
-        "batch_size": 128,  # rows per batch on CUDA (halved on out-of-memory); the CPU also caps tokens
-        "device": "auto",  # auto: cuda:0 when available, else cpu
-        "dtype": "auto",  # auto: fp16 on CUDA (upstream), fp32 on the CPU
-        "static_cache": "auto",  # auto: static KV cache + compiled decoding on CUDA
-        "retry_temperature": 0.7,  # the one retry of an unparsable, uncut answer samples at this temperature
-        "seed": 0,
-        "cache_dir": None,  # response cache (None: $RADRANK_JUDGE_CACHE or ~/.cache/radrank/judge; "off")
-        **VLLM_SETTINGS,  # backend vllm only (see radrank.engine.VLLM_SETTINGS)
-    },
-    packages=("torch", "transformers", "tokenizers", "radeval", "huggingface-hub", "safetensors"),
-    version="1",
-)
+@dataclass(frozen=True)
+class GREENSettings(engine.JudgeSettings):
+    backend: Literal["hf", "vllm"] = scored("hf", "hf: radrank's transformers engine; vllm: vLLM's offline engine "
+                                                  "(environment vllm) on the same token ids")
+    model: str = scored("StanfordAIMI/GREEN-radllama2-7b", "the GREEN judge: a Hugging Face id or a local directory")
+    max_new_tokens: int = scored(768, "the first answer's token budget; an answer cut there is asked again with "
+                                      "the rest of max_total_tokens", minimum=1)
+    max_total_tokens: int | None = scored(2048, "prompt + answer tokens at most (upstream's max_length)", minimum=2)
+    batch_size: int = speed(128, "hf: rows per generate call on CUDA (halved on out-of-memory; the CPU also caps "
+                                 "padded tokens)", minimum=1)
 
 
 # --- radeval's GREEN pieces -------------------------------------------------------------------------------
@@ -200,8 +183,6 @@ def chat_messages(prompt: str) -> list[dict]:
 
 def parse(text: str) -> dict:
     """GREEN's counts and score from an answer (raw or already cleaned); ParseError when a section is missing."""
-    from radrank.engine import ParseError
-
     up = upstream()
     cleaned = up.clean_responses(text)
     p = up.parser
@@ -210,40 +191,19 @@ def parse(text: str) -> dict:
     matched, _ = p.parse_error_counts(cleaned, CATEGORIES[2], for_reward=True)
     missing = [c for c, v in zip(CATEGORIES, (sig_total, insig_total, matched)) if v is None]
     if missing:
-        raise ParseError("no " + ", ".join(f"[{c}]" for c in missing) + " section")
+        raise engine.ParseError("no " + ", ".join(f"[{c}]" for c in missing) + " section")
     score = p.compute_green(cleaned)
     if score is None:
-        raise ParseError("GREEN's parser returned no score")
+        raise engine.ParseError("GREEN's parser returned no score")
     return {"score": float(score), "matched": int(matched), "sig": [int(x) for x in sig],
             "insig": [int(x) for x in insig], "analysis": cleaned}
 
 
-def columns_from(judgements) -> dict:
-    """Per-sample columns from engine Judgements."""
-    n = len(judgements)
-    cols = {c: np.full(n, np.nan) for c in COLUMNS if c not in ("green_analysis", "green_unparsed_reason")}
-    analysis, reasons = [], []
-    up = upstream()
-    for i, j in enumerate(judgements):
-        analysis.append(up.clean_responses(j.text) if j.text else "")
-        if j.parsed:
-            v = j.value
-            cols["green"][i] = v["score"]
-            cols["green_matched"][i] = v["matched"]
-            for c, x in zip(LETTERS, v["sig"]):
-                cols[f"green_sig_{c}"][i] = x
-            for c, x in zip(LETTERS, v["insig"]):
-                cols[f"green_insig_{c}"][i] = x
-            cols["green_significant"][i] = sum(v["sig"])
-            cols["green_insignificant"][i] = sum(v["insig"])
-            cols["green_unparsed"][i] = 0.0
-            reasons.append("")
-        else:
-            cols["green_unparsed"][i] = 1.0
-            reasons.append(j.reason or "unparsed")
-    cols["green_analysis"] = analysis
-    cols["green_unparsed_reason"] = reasons
-    return cols
+def values_of(v: dict) -> dict:
+    """The score columns of a parsed answer (:func:`parse`)."""
+    return {"green": v["score"], "green_matched": v["matched"],
+            **{f"green_sig_{c}": x for c, x in zip(LETTERS, v["sig"])}, "green_significant": sum(v["sig"]),
+            **{f"green_insig_{c}": x for c, x in zip(LETTERS, v["insig"])}, "green_insignificant": sum(v["insig"])}
 
 
 # --- model ----------------------------------------------------------------------------------------------------
@@ -284,35 +244,86 @@ def render(tokenizer, prompt: str) -> str:
     return tokenizer.apply_chat_template(chat_messages(prompt), tokenize=False, add_generation_prompt=True)
 
 
-def load_generator(settings):
-    from radrank import engine
-
-    return engine.load_generator(str(settings["model"]), metric="green", settings=settings,
-                                 tokenizer_loader=load_tokenizer, cuda_dtype="fp16")
+def load_generator(s: GREENSettings, runtime) -> engine.LoadedLocal:
+    """GREEN's judge on the backend of ``s``, with upstream's tokenizer options; fp16 on CUDA as upstream."""
+    return engine.load_generator(METRIC.weights(s)[0], s, runtime, tokenizer_loader=load_tokenizer, cuda_dtype="fp16")
 
 
-def score(pairs, settings, inputs, generator=None):
-    """GREEN per pair. ``generator`` (tests, benchmarks): an engine generator to use instead of loading one."""
-    import pandas as pd
+def _text(value) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
 
-    from radrank import engine
 
-    up = upstream()
-    prov = {"radeval": up.version}
-    if generator is None:
-        loaded = load_generator(settings)
-        generator, prov = loaded.generator, {**prov, **loaded.provenance}
-    prompts = [prompt_text(r, h) for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
-    if getattr(generator, "kind", "local") in ("local", "vllm") and getattr(generator, "tokenizer", None) is not None:
-        requests = [render(generator.tokenizer, p) for p in prompts]
-    else:
-        requests = [[{"role": "user", "content": p}] for p in prompts]
-    judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(settings), what="green")
-    cols = columns_from(judgements)
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **{c: cols[c] for c in COLUMNS}})
-    unparsed = int(np.nansum(cols["green_unparsed"]))
-    if unparsed:
-        log.warning("green: %d of %d pairs have no score (answer unparsable after one retry); see "
-                    "green_unparsed_reason", unparsed, len(out))
-    out.attrs["models"] = prov
-    return out
+def _number(value) -> float | None:
+    """A finite number, or None (missing, NaN, not a number)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _count(value) -> str:
+    """A count as the report shows it: an integer, or – when there is none."""
+    x = _number(value)
+    return "–" if x is None else f"{x:.0f}"
+
+
+class GREEN(engine.JudgeMetric):
+    name = "green"
+    description = ("GREEN score per report (StanfordAIMI/GREEN-radllama2-7b; radeval's prompt, template and parser), "
+                   "mean over parsed reports")
+    family = "judge"
+    columns = COLUMNS
+    leaves = (mean_leaf("green", "GREEN"), count_leaf("green_unparsed", "GREEN unparsed"))
+    Settings = GREENSettings
+    nan_columns = ("green", *COUNT_COLUMNS)  # an answer without GREEN's three sections, after one retry
+    reason_column = "green_unparsed_reason"
+    packages = ("torch", "transformers", "tokenizers", "radeval", "huggingface-hub", "safetensors")
+    default_resources = Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1)
+    board = (BoardColumn("GREEN", "green", 7),)
+    explained_by = ("green_analysis", "green_matched", "green_significant", "green_insignificant",
+                    *(f"green_sig_{c}" for c in LETTERS), "green_unparsed_reason")
+
+    def weights(self, s):
+        return (engine.model_ref(self.owner(), self.key("model"), s),)
+
+    def explain(self, row) -> Explanation | None:
+        """The counts the judge's answer gave (with the significant errors by kind), or why it gave none."""
+        analysis, reason = _text(row.get("green_analysis")), _text(row.get("green_unparsed_reason"))
+        if not analysis and not reason:
+            return None
+        shown = dict(label="GREEN", details_title="judge's analysis", details=analysis)
+        if reason:
+            return Explanation(failure=f"not parsed ({reason})", **shown)
+        kinds = []
+        for letter, kind in GREEN_ERRORS.items():
+            n = _number(row.get(f"green_sig_{letter}"))
+            if n:
+                kinds.append(f"{kind} {int(n)}")
+        errors = f" ({', '.join(kinds)})" if kinds else ""
+        summary = (f"matched findings {_count(row.get('green_matched'))}; clinically significant errors "
+                   f"{_count(row.get('green_significant'))}{errors}; insignificant "
+                   f"{_count(row.get('green_insignificant'))}")
+        return Explanation(summary=(summary,), **shown)
+
+    def score(self, pairs, s, inputs, runtime):
+        """GREEN per pair, on the generator ``runtime`` supplies for "green" (tests, benchmarks) or GREEN's model."""
+        prov = {"radeval": upstream().version}
+        generator = runtime.supply(self.name)
+        if generator is None:
+            loaded = load_generator(s, runtime)
+            generator, prov = loaded.generator, {**prov, **loaded.provenance}
+        prompts = [prompt_text(r, h) for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
+        local = getattr(generator, "kind", "local") in ("local", "vllm")
+        if local and getattr(generator, "tokenizer", None) is not None:
+            requests = [render(generator.tokenizer, p) for p in prompts]
+        else:
+            requests = [[{"role": "user", "content": p}] for p in prompts]
+        judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(s), what=self.name)
+        out = engine.judgement_frame(self.name, pairs, judgements, values_of, ("green", *COUNT_COLUMNS),
+                                     analysis=upstream().clean_responses)
+        out.attrs["models"] = prov
+        return out
+
+
+METRIC = GREEN()

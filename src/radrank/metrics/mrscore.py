@@ -43,12 +43,17 @@ cached per (backbone, adapter, head, exact input).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
+from radrank.devices import DEVICE_DOC, check_device, device_of, dtype_of
 from radrank.errors import MissingWeightsError
-from radrank.metrics.base import MetricSpec, Resources, mean_leaf
+from radrank.metrics.base import Metric, Resources, mean_leaf
+from radrank.runtime import WeightRef, allows_remote_code
+from radrank.settings import Settings, scored, speed
 
 log = logging.getLogger("radrank")
 
@@ -57,88 +62,42 @@ DEFAULT_TEMPLATE = (
     "radiologist.\n\nReference report:\n{reference}\n\nCandidate report:\n{hypothesis}"
 )
 HEAD_PREFIXES = ("score.", "v_head.", "reward_head.", "head.", "summary.", "value_head.", "linear.")
-HEAD_FILES = ("reward_head.safetensors", "head.safetensors", "reward_head.pt", "reward_head.bin", "head.pt")
-
-SPEC = MetricSpec(
-    name="mrscore",
-    description="MRScore reward model (LLM backbone + LoRA + linear head, sigmoid) per report, mean over reports; "
-                "weights are user-supplied",
-    env="judge",
-    columns=("mrscore", "mrscore_reward"),
-    leaves=(mean_leaf("mrscore", "MRScore"),),
-    resources=Resources(mem_mb=32000, runtime_min=120, threads=4, gpu=1),
-    model=None,
-    settings={
-        "model": None,  # backbone: Hugging Face id or local directory (the paper: Mistral-7B-Instruct)
-        "revision": None,
-        "adapter": None,  # LoRA adapter directory (peft save_pretrained) or hub id; None: no adapter
-        "head": None,  # linear head file, or a directory / hub repo holding head_file
-        "head_file": "reward_head.safetensors",
-        "merge_adapter": True,  # merge LoRA into the backbone once (same numbers up to rounding, faster)
-        "prompt_template": DEFAULT_TEMPLATE,
-        "chat_template": True,  # use the tokenizer's chat template (user turn) when it has one
-        "max_report_words": 300,
-        "max_length": 2048,  # tokens per input (longer inputs are cut at the end)
-        "trust_remote_code": [],  # allow-list of model ids; the workflow fills it from the top-level config list
-        "batch_size": 32,
-        "device": "auto",
-        "dtype": "auto",  # auto: bf16 on CUDA, fp32 on the CPU
-        "cache_dir": None,  # response cache (see radrank.judge_cache); "off" disables
-    },
-    packages=("torch", "transformers", "tokenizers", "peft", "huggingface-hub", "safetensors"),
-    version="1",
-    status="needs-weights",
-)
-
-_NO_WEIGHTS = ("MRScore's trained reward model is not public: set metric_settings.mrscore.model (the backbone), "
-               "adapter (a peft LoRA directory, or null) and head (the linear head file) to your checkpoint — see "
-               "the docstring of radrank/metrics/mrscore.py for the expected files")
 
 
-# --- weights -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MRScoreSettings(Settings):
+    """A reward model is not a generative judge: no token budget, retry or vLLM engine, so not JudgeSettings."""
+
+    model: str | None = scored(None, "the backbone: a Hugging Face id or a local directory (the paper: "
+                                     "Mistral-7B-Instruct); MRScore's trained weights are not public")
+    revision: str | None = scored(None, "hub revision of the backbone (null: the cached / newest snapshot)")
+    adapter: str | None = scored(None, "a LoRA adapter directory (peft save_pretrained) or hub id; null: none")
+    head: str | None = scored(None, "the linear head: a file, or a directory / hub repo holding head_file")
+    head_file: str = scored("reward_head.safetensors", "the head's file name inside a head directory or repo")
+    merge_adapter: bool = scored(True, "merge the LoRA weights into the backbone once (faster; the same numbers "
+                                       "up to rounding)")
+    prompt_template: str = scored(DEFAULT_TEMPLATE, "how a pair is shown to the model ({reference}, {hypothesis})")
+    chat_template: bool = scored(True, "the text is the user turn of the tokenizer's chat template, when it has one")
+    max_report_words: int | None = scored(300, "each report is cut to its first words (null: whole reports)",
+                                          minimum=1)
+    max_length: int = scored(2048, "tokens per input (longer inputs are cut at the end)", minimum=2)
+    trust_remote_code: tuple[str, ...] = scored((), "filled from the top-level trust_remote_code list")
+    dtype: Literal["auto", "fp32", "bf16", "fp16"] = scored("auto", "backbone precision (auto: bf16 on CUDA, fp32 on "
+                                                                   "the CPU)")
+    batch_size: int = speed(32, "inputs per forward pass (halved on out-of-memory; the CPU also caps tokens)",
+                            minimum=1)
+    device: str = speed("auto", DEVICE_DOC)
+    cache_dir: str | None = speed(None, "reward cache folder (null: $RADRANK_JUDGE_CACHE or ~/.cache/radrank/judge; "
+                                        "off: no cache)")
+
+    def check(self, where):
+        check_device(self.device, f"{where}.device")
 
 
-def _resolve_head(settings) -> Path:
-    from radrank.models import resolve
-
-    head = settings.get("head")
-    if not head:
-        raise MissingWeightsError(f"metric 'mrscore': no reward head (metric_settings.mrscore.head). {_NO_WEIGHTS}")
-    local = Path(str(head)).expanduser()
-    if local.is_file():
-        return local
-    if local.is_dir():
-        for name in (settings.get("head_file"), *HEAD_FILES):
-            if name and (local / name).is_file():
-                return local / name
-        raise MissingWeightsError(f"metric 'mrscore': {local} (metric_settings.mrscore.head) holds no head file "
-                                  f"({settings.get('head_file')})")
-    return resolve(str(head), metric="mrscore", setting="head", filename=settings.get("head_file"))
-
-
-def _resolve_adapter(settings) -> Path | None:
-    from radrank.models import resolve
-
-    adapter = settings.get("adapter")
-    if not adapter:
-        return None
-    path = resolve(str(adapter), metric="mrscore", setting="adapter")
-    if not (path / "adapter_config.json").is_file():
-        raise MissingWeightsError(f"metric 'mrscore': {path} (metric_settings.mrscore.adapter) has no "
-                                  f"adapter_config.json (expected a directory written by peft's save_pretrained)")
-    return path
-
-
-def resolve_all(settings) -> tuple[Path, Path | None, Path]:
-    """(backbone directory, adapter directory or None, head file); MissingWeightsError before any heavy load."""
-    from radrank import engine
-
-    if not settings.get("model"):
-        raise MissingWeightsError(f"metric 'mrscore': no backbone (metric_settings.mrscore.model). {_NO_WEIGHTS}")
-    head = _resolve_head(settings)
-    adapter = _resolve_adapter(settings)
-    backbone = engine.resolve_model_dir(str(settings["model"]), metric="mrscore", revision=settings.get("revision"))
-    return backbone, adapter, head
+NOT_PUBLIC = ("MRScore's trained reward model is not public: set config metric_settings.mrscore.model (the "
+              "backbone), metric_settings.mrscore.adapter (a peft LoRA directory, or null) and "
+              "metric_settings.mrscore.head (the linear head file) to your checkpoint — see the docstring of "
+              "radrank/metrics/mrscore.py for the expected files")
 
 
 def load_head(path):
@@ -220,46 +179,47 @@ class RewardModel:
         return r[:, 0].tolist()
 
 
-def load_reward_model(settings) -> tuple[RewardModel, dict]:
-    from transformers import AutoTokenizer
+def load_reward_model(s: MRScoreSettings, resolved: dict, runtime) -> tuple[RewardModel, dict]:
+    """The reward model of ``s`` from its resolved weights (``resolved``: setting -> Resolved), loaded once per
+    process (``runtime.load``), and its provenance."""
+    from radrank.runtime.loaders import load_causal_lm
+    from radrank.runtime.weights import file_sha256
 
-    from radrank import engine
-    from radrank.models import model_provenance, trust_remote_code
-    from radrank.provenance import file_sha256
+    backbone = resolved["model"].directory
+    adapter = resolved["adapter"].directory if "adapter" in resolved else None
+    head = resolved["head"].path
+    allowed = allows_remote_code(s.model, s.trust_remote_code)
+    device = device_of(s.device)
+    dtype = dtype_of(s.dtype, device, "bf16")
 
-    backbone, adapter, head = resolve_all(settings)
-    model_id = str(settings["model"])
-    allowed = trust_remote_code(model_id, settings.get("trust_remote_code"))
-    device = engine.device_of(settings.get("device"))
-    dtype = engine.dtype_of(settings.get("dtype"), device, "bf16")
-    tokenizer = AutoTokenizer.from_pretrained(str(backbone), trust_remote_code=allowed, local_files_only=True)
-    lm = engine.load_causal_lm(backbone, device="cpu", dtype=dtype, trust_remote_code=allowed)
-    prov = {"backbone": engine.model_identity(model_id, backbone), "device": device,
-            "dtype": str(dtype).replace("torch.", ""), "trust_remote_code": allowed}
+    def load():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(backbone), trust_remote_code=allowed, local_files_only=True)
+        lm = load_causal_lm(backbone, device="cpu", dtype=dtype, trust_remote_code=allowed)
+        if adapter is not None:
+            from peft import PeftModel
+
+            lm = PeftModel.from_pretrained(lm, str(adapter), is_trainable=False)
+            # merged: one plain forward pass; unmerged: the base model with the LoRA layers in place
+            lm = lm.merge_and_unload() if s.merge_adapter else lm.get_base_model()
+        return lm.to(device).eval(), tokenizer, *load_head(head)
+
+    lm, tokenizer, w, b = runtime.load(("mrscore", str(backbone), str(adapter), s.merge_adapter, str(head), device,
+                                        str(dtype), allowed), load)
+    prov = {"backbone": resolved["model"].provenance(), "device": device, "dtype": str(dtype).replace("torch.", ""),
+            "trust_remote_code": allowed}
     if adapter is not None:
-        from peft import PeftModel
-
-        lm = PeftModel.from_pretrained(lm, str(adapter), is_trainable=False)
-        if settings.get("merge_adapter", True):
-            lm = lm.merge_and_unload()
-        prov["adapter"] = {**model_provenance(str(settings["adapter"]), adapter),
-                           "config_sha256": file_sha256(adapter / "adapter_config.json"),
-                           "merged": bool(settings.get("merge_adapter", True))}
-    lm = lm.to(device).eval()
-    w, b = load_head(head)
+        prov["adapter"] = {**resolved["adapter"].provenance(),
+                           "config_sha256": file_sha256(adapter / "adapter_config.json"), "merged": s.merge_adapter}
     prov["head"] = {"path": str(head), "sha256": file_sha256(head), "shape": list(w.shape)}
-    identity = {"kind": "reward", "backbone": model_id,
+    identity = {"kind": "reward", "backbone": s.model,
                 "revision": prov["backbone"].get("revision") or prov["backbone"].get("weights_sha256"),
                 "adapter": (prov.get("adapter") or {}).get("weights_sha256"), "head": prov["head"]["sha256"],
                 "dtype": prov["dtype"]}
-    if adapter is not None and not settings.get("merge_adapter", True):
-        base = lm.get_base_model()
-        rm = RewardModel(base, tokenizer, w, b, device=device, batch_size=settings["batch_size"],
-                         max_length=settings["max_length"], identity=identity)
-    else:
-        rm = RewardModel(lm, tokenizer, w, b, device=device, batch_size=settings["batch_size"],
-                         max_length=settings["max_length"], identity=identity)
-    log.info("mrscore: backbone %s%s on %s (%s)", model_id, " + LoRA" if adapter is not None else "", device,
+    rm = RewardModel(lm, tokenizer, w, b, device=device, batch_size=s.batch_size, max_length=s.max_length,
+                     identity=identity)
+    log.info("mrscore: backbone %s%s on %s (%s)", s.model, " + LoRA" if adapter is not None else "", device,
              prov["dtype"])
     return rm, prov
 
@@ -267,63 +227,95 @@ def load_reward_model(settings) -> tuple[RewardModel, dict]:
 # --- inputs ----------------------------------------------------------------------------------------------------
 
 
-def _cut(text, words: int) -> str:
+def _cut(text, words: int | None) -> str:
     return " ".join(str(text).split()[:int(words)]) if words else str(text)
 
 
-def build_inputs(tokenizer, references, hypotheses, settings) -> list[str]:
-    template = settings.get("prompt_template") or DEFAULT_TEMPLATE
-    n = settings.get("max_report_words")
-    texts = [template.format(reference=_cut(r, n), hypothesis=_cut(h, n)) for r, h in zip(references, hypotheses)]
-    if settings.get("chat_template", True) and getattr(tokenizer, "chat_template", None):
+def uses_chat_template(tokenizer, s: MRScoreSettings) -> bool:
+    return bool(s.chat_template and getattr(tokenizer, "chat_template", None))
+
+
+def build_inputs(tokenizer, references, hypotheses, s: MRScoreSettings) -> list[str]:
+    n = s.max_report_words
+    texts = [s.prompt_template.format(reference=_cut(r, n), hypothesis=_cut(h, n))
+             for r, h in zip(references, hypotheses)]
+    if uses_chat_template(tokenizer, s):
         texts = [tokenizer.apply_chat_template([{"role": "user", "content": t}], tokenize=False,
                                                add_generation_prompt=False) for t in texts]
     return texts
 
 
-def encode(tokenizer, texts, settings, templated: bool) -> list[list[int]]:
-    enc = tokenizer(list(texts), add_special_tokens=not templated, truncation=True,
-                    max_length=int(settings["max_length"]))
+def encode(tokenizer, texts, s: MRScoreSettings, templated: bool) -> list[list[int]]:
+    enc = tokenizer(list(texts), add_special_tokens=not templated, truncation=True, max_length=s.max_length)
     return [list(x) for x in enc["input_ids"]]
 
 
-def score(pairs, settings, inputs, reward_model=None):
-    import pandas as pd
+class MRScore(Metric):
+    name = "mrscore"
+    description = ("MRScore reward model (LLM backbone + LoRA + linear head, sigmoid) per report, mean over reports; "
+                   "weights are user-supplied")
+    family = "judge"
+    columns = ("mrscore", "mrscore_reward")
+    leaves = (mean_leaf("mrscore", "MRScore"),)
+    Settings = MRScoreSettings
+    packages = ("torch", "transformers", "tokenizers", "peft", "huggingface-hub", "safetensors")
+    status = "needs-weights"
+    default_resources = Resources(mem_mb=32000, runtime_min=120, threads=4, gpu=1)
 
-    from radrank import engine
-    from radrank.judge_cache import make_key
+    def weights(self, s):
+        """Backbone, adapter (when set) and head; an unset backbone or head is refused at load, saying what to
+        supply."""
+        refs = [WeightRef(self.owner(), self.key("model"), s.model or "", need="model", revision=s.revision,
+                          how="" if s.model else NOT_PUBLIC)]
+        if s.adapter:
+            refs.append(WeightRef(self.owner(), self.key("adapter"), s.adapter, need="dir",
+                                  filename="adapter_config.json"))
+        refs.append(WeightRef(self.owner(), self.key("head"), s.head or "", need="file", filename=s.head_file,
+                              how="" if s.head else NOT_PUBLIC))
+        return tuple(refs)
 
-    prov = {}
-    if reward_model is None:
-        reward_model, prov = load_reward_model(settings)
-    tok = reward_model.tokenizer
-    texts = build_inputs(tok, pairs["reference"].astype(str).tolist(), pairs["hypothesis"].astype(str).tolist(),
-                         settings)
-    templated = bool(settings.get("chat_template", True) and getattr(tok, "chat_template", None))
-    cache = engine.cache_for(settings)
-    distinct: dict = {}
-    index = [distinct.setdefault(t, len(distinct)) for t in texts]
-    unique = list(distinct)
-    params = {"max_length": int(settings["max_length"]), "templated": templated}
-    keys = [make_key(reward_model.identity, t, params) for t in unique]
-    rewards: list = [None] * len(unique)
-    todo = []
-    for i, k in enumerate(keys):
-        e = cache.get(k)
-        if e is not None and e.get("reward") is not None:
-            rewards[i] = float(e["reward"])
-        else:
-            todo.append(i)
-    if todo:
-        ids = encode(tok, [unique[i] for i in todo], settings, templated)
-        values = reward_model.rewards_ids(ids)
-        for i, v in zip(todo, values):
-            rewards[i] = float(v)
-            cache.put(keys[i], {"text": "", "reward": float(v)})
-    log.info("mrscore: %d pairs (%d distinct inputs), %d rewards from the cache", len(texts), len(unique),
-             len(unique) - len(todo))
-    r = np.array([rewards[i] for i in index], dtype="float64")
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "mrscore": 1.0 / (1.0 + np.exp(-r)),
-                        "mrscore_reward": r})
-    out.attrs["models"] = prov
-    return out
+    def score(self, pairs, s, inputs, runtime):
+        """sigmoid(reward) and the reward per pair, on the reward model ``runtime`` supplies for "mrscore" (tests,
+        benchmarks) or the one of ``s``; each reward cached per (model identity, exact input)."""
+        import pandas as pd
+
+        from radrank import engine
+        from radrank.judge_cache import make_key
+
+        reward_model, prov = runtime.supply(self.name), {}
+        if reward_model is None:
+            resolved = {ref.setting: runtime.resolve(ref) for ref in self.weights(s)}  # all found before torch
+            reward_model, prov = load_reward_model(s, resolved, runtime)
+        tok = reward_model.tokenizer
+        texts = build_inputs(tok, pairs["reference"].astype(str).tolist(), pairs["hypothesis"].astype(str).tolist(),
+                             s)
+        templated = uses_chat_template(tok, s)
+        cache = engine.cache_for(s)
+        distinct: dict = {}
+        index = [distinct.setdefault(t, len(distinct)) for t in texts]
+        unique = list(distinct)
+        params = {"max_length": s.max_length, "templated": templated}
+        keys = [make_key(reward_model.identity, t, params) for t in unique]
+        rewards: list = [None] * len(unique)
+        todo = []
+        for i, k in enumerate(keys):
+            e = cache.get(k)
+            if e is not None and e.get("reward") is not None:
+                rewards[i] = float(e["reward"])
+            else:
+                todo.append(i)
+        if todo:
+            values = reward_model.rewards_ids(encode(tok, [unique[i] for i in todo], s, templated))
+            for i, v in zip(todo, values):
+                rewards[i] = float(v)
+                cache.put(keys[i], {"text": "", "reward": float(v)})
+        log.info("mrscore: %d pairs (%d distinct inputs), %d rewards from the cache", len(texts), len(unique),
+                 len(unique) - len(todo))
+        r = np.array([rewards[i] for i in index], dtype="float64")
+        out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "mrscore": 1.0 / (1.0 + np.exp(-r)),
+                            "mrscore_reward": r})
+        out.attrs["models"] = prov
+        return out
+
+
+METRIC = MRScore()

@@ -39,15 +39,13 @@ flags, 1 = error), ``mrscore_rubric_analysis`` (the raw answer),
 from __future__ import annotations
 
 import json
-import logging
 import re
+from dataclasses import dataclass
+from typing import Literal
 
-import numpy as np
-
-from radrank.engine import VLLM_SETTINGS
-from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
-
-log = logging.getLogger("radrank")
+from radrank import engine
+from radrank.metrics.base import Resources, count_leaf, mean_leaf
+from radrank.settings import scored, speed
 
 PROMPT_VERSION = "radrank-mrscore-rubric-1"
 
@@ -75,45 +73,30 @@ CRITERIA = (
 )
 KEYS = tuple(k for k, *_ in CRITERIA)
 WEIGHTS = {k: w for k, w, *_ in CRITERIA}
-COLUMNS = ("mrscore_rubric", *(f"mrscore_rubric_{k}" for k in KEYS), "mrscore_rubric_analysis",
-           "mrscore_rubric_unparsed", "mrscore_rubric_unparsed_reason")
+FLAG_COLUMNS = tuple(f"mrscore_rubric_{k}" for k in KEYS)
+COLUMNS = ("mrscore_rubric", *FLAG_COLUMNS, "mrscore_rubric_analysis", "mrscore_rubric_unparsed",
+           "mrscore_rubric_unparsed_reason")
 
-SPEC = MetricSpec(
-    name="mrscore_rubric",
-    description="MRScore's seven-criterion rubric (weights 30/20/20/10/10/5/5; 100 − Σ errors × weights) asked of an "
-                "LLM judge (local model or OpenAI-compatible endpoint), mean over parsed reports",
-    env="judge",
-    columns=COLUMNS,
-    leaves=(mean_leaf("mrscore_rubric", "MRScore rubric"),
-            Leaf(name="mrscore_rubric_unparsed", label="MRScore rubric unparsed", higher_is_better=False,
-                 stats=("mrscore_rubric_unparsed",), corpus=lambda t: t[..., 0])),
-    resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
-    model="gpt-4o-2024-08-06",
-    settings={
-        "backend": "openai",  # openai (any OpenAI-compatible endpoint) | local (transformers engine) | vllm
-        "model": "gpt-4o-2024-08-06",  # endpoint model name, or (local) Hugging Face id / directory
-        "revision": None,  # local only
-        "api_base": "https://api.openai.com/v1",
-        "api_key_env": "OPENAI_API_KEY",  # name of the environment variable holding the key
-        "api_concurrency": 4,
-        "api_timeout": 120,
-        "api_max_retries": 3,
-        "max_report_words": 300,
-        "max_new_tokens": 512,
-        "max_total_tokens": 4096,  # local only: prompt + answer
-        "trust_remote_code": [],  # local only: allow-list; the workflow fills it from the top-level config list
-        "batch_size": 64,  # local only
-        "device": "auto",  # local only
-        "dtype": "auto",  # local only: bf16 on CUDA, fp32 on the CPU
-        "static_cache": "auto",  # local only
-        "retry_temperature": 0.7,
-        "seed": 0,
-        "cache_dir": None,  # response cache (see radrank.judge_cache); "off" disables
-        **VLLM_SETTINGS,  # backend vllm only (see radrank.engine.VLLM_SETTINGS)
-    },
-    packages=("torch", "transformers", "tokenizers", "huggingface-hub", "safetensors"),
-    version="1",
-)
+
+@dataclass(frozen=True)
+class RubricSettings(engine.JudgeSettings):
+    backend: Literal["openai", "local", "vllm"] = scored(
+        "openai", "openai: an OpenAI-compatible chat-completions endpoint; local: radrank's transformers engine; "
+                  "vllm: vLLM's offline engine (environment vllm)")
+    model: str = scored("gpt-4o-2024-08-06", "openai: the endpoint's model name; local, vllm: a Hugging Face id or a "
+                                             "local directory")
+    api_base: str = scored("https://api.openai.com/v1", "openai: the endpoint's base URL")
+    api_key_env: str = speed("OPENAI_API_KEY", "openai: the environment variable holding the key (the key is never "
+                                               "read from the config)")
+    api_concurrency: int = speed(4, "openai: requests in flight at a time", minimum=1)
+    api_timeout: float = speed(120.0, "openai: seconds to wait for one answer", minimum=1)
+    api_max_retries: int = speed(3, "openai: retries of a request that failed (HTTP 429 / 5xx, connection errors), "
+                                    "with backoff", minimum=0)
+    max_report_words: int | None = scored(300, "each report is cut to its first words (null: whole reports)",
+                                          minimum=1)
+    max_total_tokens: int | None = scored(4096, "local, vllm: prompt + answer tokens at most (longer prompts are "
+                                                "cut from the right)", minimum=2)
+    batch_size: int = speed(64, "local: rows per generate call (halved on out-of-memory)", minimum=1)
 
 
 # --- prompt -----------------------------------------------------------------------------------------------------
@@ -179,11 +162,9 @@ def _objects(text: str):
 
 def parse(text: str) -> dict:
     """Flags per criterion and the score; ParseError when no usable JSON object is found."""
-    from radrank.engine import ParseError
-
     candidates = list(_objects(text or ""))
     if not candidates:
-        raise ParseError("no JSON object in the answer")
+        raise engine.ParseError("no JSON object in the answer")
     problems = []
     for obj in reversed(candidates):
         lowered = {str(k).strip().lower(): v for k, v in obj.items()}
@@ -197,7 +178,12 @@ def parse(text: str) -> dict:
             problems.append(f"values not 0/1 for {bad}")
             continue
         return {"flags": flags, "score": rubric_score(flags)}
-    raise ParseError("JSON answer unusable: " + problems[0])
+    raise engine.ParseError("JSON answer unusable: " + problems[0])
+
+
+def values_of(v: dict) -> dict:
+    """The score columns of a parsed answer (:func:`parse`)."""
+    return {"mrscore_rubric": v["score"], **{f"mrscore_rubric_{k}": v["flags"][k] for k in KEYS}}
 
 
 def rubric_score(flags: dict) -> float:
@@ -208,80 +194,73 @@ def rubric_score(flags: dict) -> float:
 # --- backends ---------------------------------------------------------------------------------------------------
 
 
-def make_generator(settings):
-    """(generator, provenance, how to turn a prompt into a request)."""
-    from radrank import engine
-    from radrank.errors import ConfigError
-
-    backend = str(settings.get("backend") or "openai").lower()
-    if backend in ("openai", "api"):
-        gen = engine.OpenAIGenerator(
-            model=settings.get("model"), api_base=settings.get("api_base"), api_key_env=settings.get("api_key_env"),
-            max_new_tokens=int(settings["max_new_tokens"]), concurrency=int(settings.get("api_concurrency") or 4),
-            timeout=float(settings.get("api_timeout") or 120), max_retries=int(settings.get("api_max_retries") or 0),
-            retry_temperature=float(settings.get("retry_temperature", 0.7)), seed=int(settings.get("seed", 0)),
-            metric="mrscore_rubric")
-        prov = {"backend": "openai", "model": gen.model, "api_base": gen.api_base,
-                "api_key_env": settings.get("api_key_env")}
-        return gen, prov, lambda p: [{"role": "user", "content": p}]
-    if backend in ("local", "vllm"):
-        if not settings.get("model"):
-            raise ConfigError("metric 'mrscore_rubric': set metric_settings.mrscore_rubric.model to a local model")
-        load = engine.load_vllm_generator if backend == "vllm" else engine.load_local_generator
-        loaded = load(str(settings["model"]), metric="mrscore_rubric", settings=settings, cuda_dtype="bf16",
-                      add_special_tokens=False)
-        gen = loaded.generator
-        return gen, {"backend": backend, **loaded.provenance}, local_renderer(gen)
-    raise ConfigError(f"metric 'mrscore_rubric': unknown backend {backend!r} (use openai, local or vllm)")
+def openai_generator(s: RubricSettings) -> engine.OpenAIGenerator:
+    """The endpoint of ``s`` (the key from the environment variable it names)."""
+    return engine.OpenAIGenerator(
+        model=s.model, api_base=s.api_base, api_key_env=s.api_key_env, max_new_tokens=s.max_new_tokens,
+        concurrency=s.api_concurrency, timeout=s.api_timeout, max_retries=s.api_max_retries,
+        retry_temperature=s.retry_temperature, seed=s.seed, metric=METRIC.name)
 
 
 def local_renderer(generator):
+    """Prompt -> what a local model sees: the user turn of its chat template (which writes BOS itself), or the
+    prompt with the tokenizer's special tokens when it has no template."""
     tok = generator.tokenizer
     if getattr(tok, "chat_template", None):
-        generator.add_special_tokens = False  # the template writes BOS itself
+        generator.add_special_tokens = False
         return lambda p: tok.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                                  add_generation_prompt=True)
     generator.add_special_tokens = True
     return lambda p: p
 
 
-def score(pairs, settings, inputs, generator=None):
-    """Rubric scores per pair. ``generator`` (tests): an engine generator to use instead of making one."""
-    import pandas as pd
+def _chat_request(prompt: str) -> list[dict]:
+    return [{"role": "user", "content": prompt}]
 
-    from radrank import engine
 
-    if generator is None:
-        generator, prov, to_request = make_generator(settings)
-    else:
-        prov = {"backend": getattr(generator, "kind", "custom")}
-        to_request = local_renderer(generator) if getattr(generator, "tokenizer", None) is not None else (
-            lambda p: [{"role": "user", "content": p}])
-    prov["prompt"] = PROMPT_VERSION
-    words = settings.get("max_report_words")
-    requests = [to_request(build_prompt(r, h, words))
-                for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
-    judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(settings), what="mrscore_rubric")
-    n = len(judgements)
-    cols = {"mrscore_rubric": np.full(n, np.nan), **{f"mrscore_rubric_{k}": np.full(n, np.nan) for k in KEYS},
-            "mrscore_rubric_unparsed": np.zeros(n)}
-    reasons, analysis = [], []
-    for i, j in enumerate(judgements):
-        analysis.append(j.text or "")
-        if j.parsed:
-            cols["mrscore_rubric"][i] = j.value["score"]
-            for k in KEYS:
-                cols[f"mrscore_rubric_{k}"][i] = j.value["flags"][k]
-            reasons.append("")
-        else:
-            cols["mrscore_rubric_unparsed"][i] = 1.0
-            reasons.append(j.reason or "unparsed")
-    cols["mrscore_rubric_analysis"] = analysis
-    cols["mrscore_rubric_unparsed_reason"] = reasons
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **{c: cols[c] for c in COLUMNS}})
-    unparsed = int(np.sum(cols["mrscore_rubric_unparsed"]))
-    if unparsed:
-        log.warning("mrscore_rubric: %d of %d pairs have no score (answer unparsable after one retry); see "
-                    "mrscore_rubric_unparsed_reason", unparsed, n)
-    out.attrs["models"] = prov
-    return out
+class MRScoreRubric(engine.JudgeMetric):
+    name = "mrscore_rubric"
+    description = ("MRScore's seven-criterion rubric (weights 30/20/20/10/10/5/5; 100 − Σ errors × weights) asked "
+                   "of an LLM judge (local model or OpenAI-compatible endpoint), mean over parsed reports")
+    family = "judge"
+    columns = COLUMNS
+    leaves = (mean_leaf("mrscore_rubric", "MRScore rubric"),
+              count_leaf("mrscore_rubric_unparsed", "MRScore rubric unparsed"))
+    Settings = RubricSettings
+    nan_columns = ("mrscore_rubric", *FLAG_COLUMNS)  # no usable JSON verdict after one retry
+    reason_column = "mrscore_rubric_unparsed_reason"
+    packages = ("torch", "transformers", "tokenizers", "huggingface-hub", "safetensors")
+    default_resources = Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1)
+
+    def weights(self, s):
+        if s.backend == "openai":
+            return ()
+        return (engine.model_ref(self.owner(), self.key("model"), s),)
+
+    def _generator(self, s, runtime):
+        """(generator, provenance, prompt -> request) for the backend of ``s``, or for the generator ``runtime``
+        supplies (tests)."""
+        supplied = runtime.supply(self.name)
+        if supplied is not None:
+            to_request = local_renderer(supplied) if getattr(supplied, "tokenizer", None) is not None else _chat_request
+            return supplied, {"backend": getattr(supplied, "kind", "custom")}, to_request
+        if s.backend == "openai":
+            gen = openai_generator(s)
+            return gen, {"backend": "openai", "model": gen.model, "api_base": gen.api_base,
+                         "api_key_env": s.api_key_env}, _chat_request
+        loaded = engine.load_generator(self.weights(s)[0], s, runtime, cuda_dtype="bf16", add_special_tokens=False)
+        return loaded.generator, {"backend": s.backend, **loaded.provenance}, local_renderer(loaded.generator)
+
+    def score(self, pairs, s, inputs, runtime):
+        """Rubric scores per pair."""
+        generator, prov, to_request = self._generator(s, runtime)
+        prov["prompt"] = PROMPT_VERSION
+        requests = [to_request(build_prompt(r, h, s.max_report_words))
+                    for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
+        judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(s), what=self.name)
+        out = engine.judgement_frame(self.name, pairs, judgements, values_of, ("mrscore_rubric", *FLAG_COLUMNS))
+        out.attrs["models"] = prov
+        return out
+
+
+METRIC = MRScoreRubric()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from radrank.metrics.base import MetricSpec, Resources, mean_leaf
+from radrank.metrics.base import BoardColumn, Metric, Resources, mean_leaf
 
 # (metric module, its per-sample column), in the models' feature order.
 FEATURES = (
@@ -46,31 +46,35 @@ def radcliq_v0(features) -> np.ndarray:
     return _linear(features, V0_MEAN, V0_SCALE, V0_COEF, V0_INTERCEPT)
 
 
-SPEC = MetricSpec(
-    name="radcliq",
-    description="RadCliQ-v0 / v1 (CXR-Report-Metric), from RadGraph, BERTScore, SembScore and BLEU-2",
-    env="core",
-    columns=("radcliq_v0", "radcliq_v1"),
-    leaves=(
+class RadCliQ(Metric):
+    name = "radcliq"
+    description = "RadCliQ-v0 / v1 (CXR-Report-Metric), from RadGraph, BERTScore, SembScore and BLEU-2"
+    family = "core"
+    columns = ("radcliq_v0", "radcliq_v1")
+    leaves = (
         mean_leaf("radcliq_v0", "RadCliQ-v0", higher_is_better=False),
         mean_leaf("radcliq_v1", "RadCliQ-v1", higher_is_better=False),
-    ),
-    resources=Resources(mem_mb=1000, runtime_min=5),
-    requires=tuple(m for m, _ in FEATURES),
-)
+    )
+    # NaN where a component is NaN (a pair one of the four metrics could not score)
+    nan_columns = ("radcliq_v0", "radcliq_v1")
+    default_resources = Resources(mem_mb=1000, runtime_min=5)
+    requires = tuple(m for m, _ in FEATURES)
+    board = (BoardColumn("1/RadCliQ-v1", "radcliq_v1", 5, reciprocal=True),)
+
+    def score(self, pairs, settings, inputs, runtime):
+        """``inputs`` maps each required metric to its per-sample scores (sample_id + columns)."""
+        import pandas as pd
+
+        frame = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy()})
+        for metric, column in FEATURES:
+            if metric not in inputs:
+                raise KeyError(f"radcliq needs the per-sample scores of {metric!r}")
+            part = inputs[metric][["sample_id", column]]
+            frame = frame.merge(part, on="sample_id", how="left", validate="one_to_one")
+        features = frame[[c for _, c in FEATURES]].to_numpy(dtype="float64")
+        frame["radcliq_v0"] = radcliq_v0(features)
+        frame["radcliq_v1"] = radcliq_v1(features)
+        return frame[["sample_id", "radcliq_v0", "radcliq_v1"]]
 
 
-def score(pairs, settings, inputs):
-    """``inputs`` maps each required metric to its per-sample scores (sample_id + columns)."""
-    import pandas as pd
-
-    frame = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy()})
-    for metric, column in FEATURES:
-        if metric not in inputs:
-            raise KeyError(f"radcliq needs the per-sample scores of {metric!r}")
-        part = inputs[metric][["sample_id", column]]
-        frame = frame.merge(part, on="sample_id", how="left", validate="one_to_one")
-    features = frame[[c for _, c in FEATURES]].to_numpy(dtype="float64")
-    frame["radcliq_v0"] = radcliq_v0(features)
-    frame["radcliq_v1"] = radcliq_v1(features)
-    return frame[["sample_id", "radcliq_v0", "radcliq_v1"]]
+METRIC = RadCliQ()

@@ -35,7 +35,12 @@ retries on unparseable answers), score formulas — and radrank adds:
   :mod:`radrank.metrics.radeval_extras`); the radeval 2.2.1 wheel (and sdist) lack RadFact-CT's
   prompt files (``radeval/metrics/radfact_ct/prompts/ct/*``), so ``radfact_ct`` needs
   ``prompts_dir``: a directory with those six files from the RadEval repository of the same
-  version (missing files fail at once with MissingWeightsError naming the key).
+  version (checked when the workflow loads; a missing file fails with MissingWeightsError
+  naming the key).
+
+Each metric is one object (:data:`MAMMO_GREEN`, :data:`RADFACT_CT`) with typed settings: the judge
+model, endpoint, temperature and prompts change scores; the key's variable, concurrency, timeout
+and retries of requests do not (they are not in the identity). Neither needs a GPU.
 
 The radeval environment needs the ``openai`` package (radeval's ``api`` extra) for these two.
 """
@@ -43,129 +48,123 @@ The radeval environment needs the ``openai`` package (radeval's ``api`` extra) f
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 import math
-import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from radrank.errors import ConfigError, MissingWeightsError
-from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
-from radrank.metrics.radeval_extras import _import
+from radrank.metrics.base import Leaf, Resources, mean_leaf
+from radrank.metrics.radeval_extras import RadEvalMetric, _import
+from radrank.runtime import WeightRef, api_key, scrub
+from radrank.settings import Settings, scored, speed
 
 log = logging.getLogger("radrank")
 
 PACKAGES = ("radeval", "openai", "pydantic", "pyyaml")
-API_SETTINGS = {
-    "model": "gpt-4o-mini",  # RadEval's adapters' default judge
-    "base_url": None,  # an OpenAI-compatible endpoint (None: the OpenAI client's default)
-    "api_key_env": "OPENAI_API_KEY",  # the environment variable holding the key
-    "temperature": 0.0,
-    "concurrency": 8,  # requests in flight
-    "request_timeout": 120,  # seconds per request
-    "max_retries": 2,  # client retries per request (radeval retries rate limits and timeouts itself)
-}
 ATTEMPTS = 3  # MammoGREEN's _evaluate_one_async: 1 + max_retries=2 tries per sample
 
-# --- mammo_green -------------------------------------------------------------------------------------------
 
-MAMMO_ERRORS = ("false_finding", "missing_finding", "mischaracterization", "wrong_location_laterality",
-                "incorrect_birads", "incorrect_breast_density")  # MammoGREEN's SIGNIFICANT_ERROR_KEYS
-MAMMO_NUMBERS = (("mammo_green", "mammo_green_matched_findings")
-                 + tuple(f"mammo_green_{k}" for k in MAMMO_ERRORS) + ("mammo_green_insignificant_errors",))
+@dataclass(frozen=True)
+class APISettings(Settings):
+    """The judge and its endpoint (a base: each metric adds its own fields)."""
 
-MAMMO_GREEN = MetricSpec(
-    name="mammo_green",
-    description="MammoGREEN per report (LLM judge of matched findings and six significant error kinds in "
-                "mammography reports; radeval package, OpenAI-compatible API), mean over reports",
-    env="radeval",
-    columns=MAMMO_NUMBERS + ("mammo_green_reason",),
-    leaves=(mean_leaf("mammo_green", "MammoGREEN"),),
-    resources=Resources(mem_mb=2000, runtime_min=240, threads=2, gpu=0),
-    model="gpt-4o-mini",
-    settings={**API_SETTINGS, "max_output_tokens": 8192},
-    packages=PACKAGES,
-)
-
-# --- radfact_ct ---------------------------------------------------------------------------------------------
-
-RADFACT_PROMPT_FILES = ("report_to_phrases_system.txt", "report_to_phrases_examples.json",
-                        "negative_filtering_system.txt", "negative_filtering_examples.json",
-                        "nli_system.txt", "nli_examples.json")
-RADFACT_STATS = ("radfact_ct_p0", "radfact_ct_p_n", "radfact_ct_r0", "radfact_ct_r_n")
+    model: str = scored("gpt-4o-mini", "the judge model as the endpoint names it (RadEval's adapters' default)")
+    base_url: str | None = scored(None, "an OpenAI-compatible endpoint (null: the OpenAI client's default); which "
+                                        "server answers decides the scores")
+    temperature: float = scored(0.0, "the judge's sampling temperature", minimum=0.0)
+    api_key_env: str = speed("OPENAI_API_KEY", "the environment variable holding the API key (the key itself is "
+                                               "never in the config); not in the identity")
+    concurrency: int = speed(8, "requests in flight", minimum=1)
+    request_timeout: float = speed(120.0, "seconds per request", minimum=0.1)
+    max_retries: int = speed(2, "client retries per request (radeval retries rate limits and timeouts itself)",
+                             minimum=0)
 
 
-def _radfact_f1(totals):
-    totals = np.asarray(totals, dtype="float64")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(totals[..., 1] > 0, totals[..., 0] / totals[..., 1], np.nan)
-        r = np.where(totals[..., 3] > 0, totals[..., 2] / totals[..., 3], np.nan)
-        return np.where(p + r > 0, 2 * p * r / (p + r), np.where(np.isnan(p + r), np.nan, 0.0))
+class RadEvalAPIMetric(RadEvalMetric):
+    """What the two judges share: the key, the clients, failure handling, provenance."""
+
+    packages = PACKAGES
+
+    def gpus(self, s) -> int:
+        return 0
+
+    def api_key(self, s) -> str:
+        return api_key(self.owner(), self.key("api_key_env"), s.api_key_env)
+
+    def reason(self, e: BaseException, key: str) -> str:
+        return f"api_error: {type(e).__name__}: {scrub(e, key)[:300]}"
+
+    def fail_if_endpoint_dead(self, reasons: list) -> None:
+        """Every request failed: a wrong endpoint, model name or key, not bad answers — fail the job
+        rather than write a column of NaN."""
+        if reasons and all(r.startswith("api_error") for r in reasons):
+            raise RuntimeError(f"metric {self.name!r}: all {len(reasons)} API requests failed, e.g. {reasons[0]}; "
+                               f"check {self.key('base_url')}, .model and the key in .api_key_env")
+
+    def log_failures(self, reasons) -> None:
+        failed = reasons.ne("") & ~reasons.str.startswith("no_")  # "no_*phrases": undefined, not failed
+        if failed.any():
+            log.warning("%s: %d/%d samples not scored (NaN), e.g. %s", self.name, int(failed.sum()), len(reasons),
+                        reasons[failed].iloc[0])
+
+    def judge_all(self, pairs, judge, s: APISettings, key: str, on_client=None) -> list:
+        """(value, reason) per pair, in order: ``await judge((reference, hypothesis), client)`` once per distinct
+        pair, ``s.concurrency`` at a time on one async client (``on_client(client)`` first, for a scorer that
+        holds its client); every request failing fails the job."""
+        keys = list(zip(map(str, pairs["reference"]), map(str, pairs["hypothesis"])))
+        distinct = list(dict.fromkeys(keys))
+        results: dict = {}
+
+        async def main():
+            client = _async_client(s, key)
+            if on_client is not None:
+                on_client(client)
+            sem = asyncio.Semaphore(s.concurrency)
+
+            async def one(pair):
+                async with sem:
+                    results[pair] = await judge(pair, client)
+
+            try:
+                await asyncio.gather(*(one(p) for p in distinct))
+            finally:
+                await client.close()
+
+        asyncio.run(main())
+        self.fail_if_endpoint_dead([results[p][1] for p in distinct])
+        return [results[pair] for pair in keys]
+
+    def provenance(self, s) -> dict:
+        return {"judge": {"id": s.model, "api": "openai-compatible",
+                          "base_url": scrub(s.base_url) if s.base_url else None, "api_key_env": s.api_key_env}}
+
+    def frame(self, pairs, rows: list):
+        """Rows (one per pair) as the metric's frame: sample_id first, every column but the reason float64."""
+        import pandas as pd
+
+        out = pd.DataFrame(rows, columns=list(self.columns))
+        for c in self.columns:
+            if c != self.reason_column:
+                out[c] = out[c].astype("float64")
+        out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
+        self.log_failures(out[self.reason_column])
+        return out
 
 
-RADFACT_CT = MetricSpec(
-    name="radfact_ct",
-    description="RadFact-CT logical precision / recall / F1 (phrases of each report entailed by the other, "
-                "LLM judge; radeval package, OpenAI-compatible API)",
-    env="radeval",
-    columns=("radfact_ct_precision", "radfact_ct_recall", "radfact_ct_f1", "radfact_ct_hyp_phrases",
-             "radfact_ct_ref_phrases", "radfact_ct_hyp_entailed", "radfact_ct_ref_entailed") + RADFACT_STATS
-    + ("radfact_ct_reason",),
-    leaves=(mean_leaf("radfact_ct_precision", "RadFact-CT precision"),
-            mean_leaf("radfact_ct_recall", "RadFact-CT recall"),
-            Leaf(name="radfact_ct_f1", label="RadFact-CT F1", stats=RADFACT_STATS, corpus=_radfact_f1)),
-    resources=Resources(mem_mb=2000, runtime_min=480, threads=2, gpu=0),
-    model="gpt-4o-mini",
-    settings={**API_SETTINGS, "filter_negatives": False,
-              "prompts_dir": None},  # RadFact-CT's prompt files (None: the package's, absent in radeval 2.2.1)
-    packages=PACKAGES,
-)
-
-SPECS = {"mammo_green": MAMMO_GREEN, "radfact_ct": RADFACT_CT}
-
-# --- shared ----------------------------------------------------------------------------------------------
-
-
-def api_key(metric: str, settings: dict) -> str:
-    name = str(settings.get("api_key_env") or "OPENAI_API_KEY")
-    key = os.environ.get(name)
-    if not key:
-        raise ConfigError(f"metric {metric!r}: the environment variable {name} (metric_settings.{metric}.api_key_env) "
-                          f"is not set; put the API key there")
-    return key
-
-
-def scrub(text, secret: str) -> str:
-    text = str(text)
-    return text.replace(secret, "***") if secret else text
-
-
-def _reason(e: BaseException, key: str) -> str:
-    return f"api_error: {type(e).__name__}: {scrub(e, key)[:300]}"
-
-
-def _clients(settings: dict, key: str):
+def _async_client(s: APISettings, key: str):
     from openai import AsyncOpenAI
 
-    return AsyncOpenAI(api_key=key, base_url=settings.get("base_url") or None,
-                       timeout=float(settings.get("request_timeout") or 120),
-                       max_retries=int(settings.get("max_retries") or 0))
+    return AsyncOpenAI(api_key=key, base_url=s.base_url, timeout=s.request_timeout, max_retries=s.max_retries)
 
 
-def _sync_client(settings: dict, key: str):
+def _sync_client(s: APISettings, key: str):
     from openai import OpenAI
 
-    return OpenAI(api_key=key, base_url=settings.get("base_url") or None,
-                  timeout=float(settings.get("request_timeout") or 120),
-                  max_retries=int(settings.get("max_retries") or 0))
-
-
-def _distinct_pairs(pairs):
-    refs = [str(t) for t in pairs["reference"].tolist()]
-    hyps = [str(t) for t in pairs["hypothesis"].tolist()]
-    keys = list(zip(refs, hyps))
-    return keys, list(dict.fromkeys(keys))
+    return OpenAI(api_key=key, base_url=s.base_url, timeout=s.request_timeout, max_retries=s.max_retries)
 
 
 def _load_file_module(name: str):
@@ -191,190 +190,191 @@ def _load_file_module(name: str):
     return module
 
 
-def _provenance(settings: dict) -> dict:
-    return {"judge": {"id": settings.get("model"), "api": "openai-compatible",
-                      "base_url": settings.get("base_url") or None, "api_key_env": settings.get("api_key_env")}}
+# --- mammo_green -------------------------------------------------------------------------------------------
+
+MAMMO_ERRORS = ("false_finding", "missing_finding", "mischaracterization", "wrong_location_laterality",
+                "incorrect_birads", "incorrect_breast_density")  # MammoGREEN's SIGNIFICANT_ERROR_KEYS
+MAMMO_NUMBERS = (("mammo_green", "mammo_green_matched_findings")
+                 + tuple(f"mammo_green_{k}" for k in MAMMO_ERRORS) + ("mammo_green_insignificant_errors",))
 
 
-# --- mammo_green ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MammoGREENSettings(APISettings):
+    max_output_tokens: int = scored(8192, "the judge's answer budget (max_completion_tokens)", minimum=1)
 
 
-def _score_mammo_green(pairs, s):
-    import pandas as pd
+class MammoGREEN(RadEvalAPIMetric):
+    name = "mammo_green"
+    description = ("MammoGREEN per report (LLM judge of matched findings and six significant error kinds in "
+                   "mammography reports; radeval package, OpenAI-compatible API), mean over reports")
+    columns = MAMMO_NUMBERS + ("mammo_green_reason",)
+    nan_columns = MAMMO_NUMBERS
+    reason_column = "mammo_green_reason"
+    leaves = (mean_leaf("mammo_green", "MammoGREEN"),)
+    Settings = MammoGREENSettings
+    default_resources = Resources(mem_mb=2000, runtime_min=240, threads=2, gpu=0)
 
-    key = api_key("mammo_green", s)
-    mod = _load_file_module("radeval.metrics.green_score.mammo_green")
-    scorer = mod.MammoGREEN(model_name=str(s["model"]), provider="openai", openai_api_key=key,
-                            temperature=float(s["temperature"]), max_output_tokens=int(s["max_output_tokens"]),
-                            max_concurrent=int(s["concurrency"]))
-    scorer._openai_client = _sync_client(s, key)
-    keys, distinct = _distinct_pairs(pairs)
-    results: dict = {}
+    def score(self, pairs, s, inputs, runtime):
+        key = self.api_key(s)
+        mod = _load_file_module("radeval.metrics.green_score.mammo_green")
+        scorer = mod.MammoGREEN(model_name=s.model, provider="openai", openai_api_key=key,
+                                temperature=s.temperature, max_output_tokens=s.max_output_tokens,
+                                max_concurrent=s.concurrency)
+        scorer._openai_client = _sync_client(s, key)
 
-    async def judge(pair):
-        # The package's _evaluate_one_async (build, call, parse with its schema check; 3 tries),
-        # step by step so that the reason of a failure is kept.
-        ref, hyp = pair
-        request = scorer._build_request(ref, hyp)
-        reason = ""
-        for _ in range(ATTEMPTS):
-            try:
-                raw = await scorer._chat_completion_async(request)
-            except Exception as e:
-                reason = _reason(e, key)
-                continue
-            try:
-                results[pair] = (scorer._parse_response(raw), "")
-                return
-            except Exception as e:
-                reason = f"unparsed: {type(e).__name__}: {scrub(e, key)[:300]}"
-        results[pair] = (None, reason)
-
-    async def main():
-        scorer._openai_async_client = _clients(s, key)
-        try:
-            sem = asyncio.Semaphore(max(1, int(s["concurrency"])))
-
-            async def one(pair):
-                async with sem:
-                    await judge(pair)
-
-            await asyncio.gather(*(one(p) for p in distinct))
-        finally:
-            await scorer._openai_async_client.close()
-
-    asyncio.run(main())
-    _fail_if_endpoint_dead("mammo_green", [results[p][1] for p in distinct])
-    rows = []
-    for pair in keys:
-        data, reason = results[pair]
-        row = {c: np.nan for c in MAMMO_NUMBERS}
-        if data is not None:
-            mg = mod.MammoGreenOutput(**data)  # validated counts, as the package's _aggregate uses them
-            errors = mg.significant_errors
-            row.update({"mammo_green": mod.mammo_green_score(mg.matched_findings, errors),
-                        "mammo_green_matched_findings": mg.matched_findings,
-                        "mammo_green_insignificant_errors": mg.insignificant_errors,
-                        **{f"mammo_green_{k}": errors[k] for k in MAMMO_ERRORS}})
-        row["mammo_green_reason"] = reason
-        rows.append(row)
-    out = pd.DataFrame(rows, columns=list(MAMMO_GREEN.columns))
-    for c in MAMMO_NUMBERS:
-        out[c] = out[c].astype("float64")
-    out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
-    _log_failures("mammo_green", out["mammo_green_reason"])
-    out.attrs["models"] = _provenance(s)
-    return out
-
-
-def _fail_if_endpoint_dead(metric: str, reasons: list) -> None:
-    """Every request failed: a wrong endpoint, model name or key, not bad answers — fail the job
-    rather than write a column of NaN."""
-    if reasons and all(r.startswith("api_error") for r in reasons):
-        raise RuntimeError(f"metric {metric!r}: all {len(reasons)} API requests failed, e.g. {reasons[0]}; check "
-                           f"metric_settings.{metric}.base_url, .model and the key in .api_key_env")
-
-
-def _log_failures(metric: str, reasons) -> None:
-    failed = reasons.ne("")
-    if failed.any():
-        log.warning("%s: %d/%d samples not scored (NaN), e.g. %s", metric, int(failed.sum()), len(reasons),
-                    reasons[failed].iloc[0])
-
-
-# --- radfact_ct ----------------------------------------------------------------------------------------------
-
-
-def radfact_prompts_dir(module, settings: dict) -> Path:
-    configured = settings.get("prompts_dir")
-    directory = Path(os.path.expanduser(str(configured))) if configured else Path(module._PROMPTS_DIR)
-    needed = RADFACT_PROMPT_FILES if settings.get("filter_negatives") else tuple(
-        f for f in RADFACT_PROMPT_FILES if not f.startswith("negative_filtering"))
-    missing = [f for f in needed if not (directory / f).is_file()]
-    if missing:
-        raise MissingWeightsError(
-            f"metric 'radfact_ct': RadFact-CT's prompt files are not available in {directory} (missing "
-            f"{', '.join(missing)}; the radeval 2.2.1 distribution does not ship them). Point config "
-            f"metric_settings.radfact_ct.prompts_dir at a directory holding {', '.join(RADFACT_PROMPT_FILES)} "
-            f"(radeval/metrics/radfact_ct/prompts/ct in the RadEval repository of the installed version).")
-    return directory
-
-
-def _score_radfact_ct(pairs, s):
-    key = api_key("radfact_ct", s)
-    mod = _import("radeval.metrics.radfact_ct.radfact_ct")
-    directory = radfact_prompts_dir(mod, s)
-    package_dir = mod._PROMPTS_DIR
-    mod._PROMPTS_DIR = directory  # read by the package's prompt loaders at call time; restored below
-    try:
-        return _radfact_ct(pairs, s, mod, key, directory)
-    finally:
-        mod._PROMPTS_DIR = package_dir
-
-
-def _radfact_ct(pairs, s, mod, key, directory):
-    import pandas as pd
-
-    scorer = mod.RadFactCT(model_name=str(s["model"]), openai_api_key=key, temperature=float(s["temperature"]),
-                           filter_negatives=bool(s["filter_negatives"]), max_concurrent=int(s["concurrency"]))
-    scorer.client = scorer._openai_client = _sync_client(s, key)
-    keys, distinct = _distinct_pairs(pairs)
-    results: dict = {}
-
-    async def main():
-        aclient = _clients(s, key)
-        sem = asyncio.Semaphore(max(1, int(s["concurrency"])))
-
-        async def one(pair):
+        async def judge(pair, client):
+            # The package's _evaluate_one_async (build, call, parse with its schema check; 3 tries),
+            # step by step so that the reason of a failure is kept.
             ref, hyp = pair
-            async with sem:
+            request = scorer._build_request(ref, hyp)
+            reason = ""
+            for _ in range(ATTEMPTS):
                 try:
-                    results[pair] = (await scorer.score_pair_async(aclient, hyp, ref), "")
+                    raw = await scorer._chat_completion_async(request)
                 except Exception as e:
-                    results[pair] = (None, _reason(e, key))
+                    reason = self.reason(e, key)
+                    continue
+                try:
+                    return scorer._parse_response(raw), ""
+                except Exception as e:
+                    reason = f"unparsed: {type(e).__name__}: {scrub(e, key)[:300]}"
+            return None, reason
 
+        rows = []
+        for data, reason in self.judge_all(pairs, judge, s, key,
+                                           on_client=lambda c: setattr(scorer, "_openai_async_client", c)):
+            row = dict.fromkeys(self.nan_columns, np.nan)
+            if data is not None:
+                mg = mod.MammoGreenOutput(**data)  # validated counts, as the package's _aggregate uses them
+                errors = mg.significant_errors
+                row.update({"mammo_green": mod.mammo_green_score(mg.matched_findings, errors),
+                            "mammo_green_matched_findings": mg.matched_findings,
+                            "mammo_green_insignificant_errors": mg.insignificant_errors,
+                            **{f"mammo_green_{k}": errors[k] for k in MAMMO_ERRORS}})
+            row["mammo_green_reason"] = reason
+            rows.append(row)
+        out = self.frame(pairs, rows)
+        out.attrs["models"] = self.provenance(s)
+        return out
+
+
+MAMMO_GREEN = MammoGREEN()
+
+# --- radfact_ct ---------------------------------------------------------------------------------------------
+
+RADFACT_PROMPT_FILES = ("report_to_phrases_system.txt", "report_to_phrases_examples.json",
+                        "negative_filtering_system.txt", "negative_filtering_examples.json",
+                        "nli_system.txt", "nli_examples.json")
+RADFACT_STATS = ("radfact_ct_p0", "radfact_ct_p_n", "radfact_ct_r0", "radfact_ct_r_n")
+RADFACT_VALUES = ("radfact_ct_precision", "radfact_ct_recall", "radfact_ct_f1", "radfact_ct_hyp_phrases",
+                  "radfact_ct_ref_phrases", "radfact_ct_hyp_entailed", "radfact_ct_ref_entailed")
+
+
+def _radfact_f1(totals):
+    totals = np.asarray(totals, dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(totals[..., 1] > 0, totals[..., 0] / totals[..., 1], np.nan)
+        r = np.where(totals[..., 3] > 0, totals[..., 2] / totals[..., 3], np.nan)
+        return np.where(p + r > 0, 2 * p * r / (p + r), np.where(np.isnan(p + r), np.nan, 0.0))
+
+
+def radfact_prompts_missing(directory, needed: tuple) -> str | None:
+    """Why ``directory`` cannot give RadFact-CT's prompt files ``needed``, or None (paths only)."""
+    missing = [f for f in needed if not (Path(directory) / f).is_file()]
+    if missing:
+        return f"{directory} lacks {', '.join(missing)}; the radeval 2.2.1 distribution does not ship them"
+    return None
+
+
+@dataclass(frozen=True)
+class RadFactCTSettings(APISettings):
+    filter_negatives: bool = scored(False, "drop phrases about absent or normal findings before the NLI step")
+    prompts_dir: str | None = scored(None, "a directory with RadFact-CT's six prompt files (null: the package's "
+                                           "own, absent from the radeval 2.2.1 distribution)")
+
+
+class RadFactCT(RadEvalAPIMetric):
+    name = "radfact_ct"
+    description = ("RadFact-CT logical precision / recall / F1 (phrases of each report entailed by the other, "
+                   "LLM judge; radeval package, OpenAI-compatible API)")
+    columns = RADFACT_VALUES + RADFACT_STATS + ("radfact_ct_reason",)
+    nan_columns = RADFACT_VALUES
+    reason_column = "radfact_ct_reason"
+    leaves = (mean_leaf("radfact_ct_precision", "RadFact-CT precision"),
+              mean_leaf("radfact_ct_recall", "RadFact-CT recall"),
+              Leaf(name="radfact_ct_f1", label="RadFact-CT F1", stats=RADFACT_STATS, corpus=_radfact_f1))
+    Settings = RadFactCTSettings
+    default_resources = Resources(mem_mb=2000, runtime_min=480, threads=2, gpu=0)
+    PROMPTS_HOW = (f"Point config metric_settings.radfact_ct.prompts_dir at a directory holding "
+                   f"{', '.join(RADFACT_PROMPT_FILES)} (radeval/metrics/radfact_ct/prompts/ct in the RadEval "
+                   f"repository of the installed version).")
+
+    def weights(self, s):
+        # prompts_dir null: the package's own folder, which only the job's environment knows (in_job).
+        needed = RADFACT_PROMPT_FILES if s.filter_negatives else tuple(
+            f for f in RADFACT_PROMPT_FILES if not f.startswith("negative_filtering"))
+        return (WeightRef(self.owner(), self.key("prompts_dir"), s.prompts_dir, need="resource",
+                          check=functools.partial(radfact_prompts_missing, needed=needed), how=self.PROMPTS_HOW),)
+
+    def in_job(self, ref, s):
+        if ref.ref is not None:
+            return ref
+        return dataclasses.replace(ref, ref=str(_import("radeval.metrics.radfact_ct.radfact_ct")._PROMPTS_DIR))
+
+    def score(self, pairs, s, inputs, runtime):
+        from radrank.runtime.weights import file_sha256
+
+        key = self.api_key(s)
+        resolved = self.resolve_all(s, runtime)["prompts_dir"]
+        directory = resolved.path
+        mod = _import("radeval.metrics.radfact_ct.radfact_ct")
+        package_dir = mod._PROMPTS_DIR
+        mod._PROMPTS_DIR = directory  # read by the package's prompt loaders at call time; restored below
         try:
-            await asyncio.gather(*(one(p) for p in distinct))
+            out = self._score(pairs, s, mod, key)
         finally:
-            await aclient.close()
+            mod._PROMPTS_DIR = package_dir
+        out.attrs["models"] = {**self.provenance(s), "prompts_dir": str(directory),
+                               "prompts_sha256": {f: file_sha256(directory / f) for f in RADFACT_PROMPT_FILES
+                                                  if (directory / f).is_file()},
+                               "filter_negatives": s.filter_negatives}
+        return out
 
-    asyncio.run(main())
-    _fail_if_endpoint_dead("radfact_ct", [results[p][1] for p in distinct])
-    rows = []
-    for pair in keys:
-        r, reason = results[pair]
-        row = {c: np.nan for c in RADFACT_CT.columns[:7]}
-        if r is not None:
-            row.update({
-                "radfact_ct_precision": r["logical_precision"], "radfact_ct_recall": r["logical_recall"],
-                "radfact_ct_f1": r["logical_f1"], "radfact_ct_hyp_phrases": len(r["hyp_phrases"]),
-                "radfact_ct_ref_phrases": len(r["ref_phrases"]),
-                "radfact_ct_hyp_entailed": sum(e["status"] == "entailment" for e in r["hyp_evidenced"]),
-                "radfact_ct_ref_entailed": sum(e["status"] == "entailment" for e in r["ref_evidenced"])})
-            if not r["hyp_phrases"] and not r["ref_phrases"]:
-                reason = "no_phrases"
-        p, rc = row["radfact_ct_precision"], row["radfact_ct_recall"]
-        row.update({"radfact_ct_p0": 0.0 if _nan(p) else p, "radfact_ct_p_n": 0.0 if _nan(p) else 1.0,
-                    "radfact_ct_r0": 0.0 if _nan(rc) else rc, "radfact_ct_r_n": 0.0 if _nan(rc) else 1.0,
-                    "radfact_ct_reason": reason})
-        rows.append(row)
-    out = pd.DataFrame(rows, columns=list(RADFACT_CT.columns))
-    for c in RADFACT_CT.columns[:-1]:
-        out[c] = out[c].astype("float64")
-    out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
-    _log_failures("radfact_ct", out["radfact_ct_reason"][out["radfact_ct_reason"] != "no_phrases"])
-    out.attrs["models"] = {**_provenance(s), "prompts_dir": str(directory),
-                           "filter_negatives": bool(s["filter_negatives"])}
-    return out
+    def _score(self, pairs, s, mod, key):
+        scorer = mod.RadFactCT(model_name=s.model, openai_api_key=key, temperature=s.temperature,
+                               filter_negatives=s.filter_negatives, max_concurrent=s.concurrency)
+        scorer.client = scorer._openai_client = _sync_client(s, key)
+
+        async def judge(pair, client):
+            ref, hyp = pair
+            try:
+                return await scorer.score_pair_async(client, hyp, ref), ""
+            except Exception as e:
+                return None, self.reason(e, key)
+
+        rows = []
+        for r, reason in self.judge_all(pairs, judge, s, key):
+            row = dict.fromkeys(self.nan_columns, np.nan)
+            if r is not None:
+                row.update({
+                    "radfact_ct_precision": r["logical_precision"], "radfact_ct_recall": r["logical_recall"],
+                    "radfact_ct_f1": r["logical_f1"], "radfact_ct_hyp_phrases": len(r["hyp_phrases"]),
+                    "radfact_ct_ref_phrases": len(r["ref_phrases"]),
+                    "radfact_ct_hyp_entailed": sum(e["status"] == "entailment" for e in r["hyp_evidenced"]),
+                    "radfact_ct_ref_entailed": sum(e["status"] == "entailment" for e in r["ref_evidenced"])})
+            p, rc = row["radfact_ct_precision"], row["radfact_ct_recall"]
+            if r is not None and (_nan(p) or _nan(rc)):  # a side without phrases: its fraction is undefined
+                reason = ("no_phrases" if _nan(p) and _nan(rc) else
+                          "no_hypothesis_phrases" if _nan(p) else "no_reference_phrases")
+            row.update({"radfact_ct_p0": 0.0 if _nan(p) else p, "radfact_ct_p_n": 0.0 if _nan(p) else 1.0,
+                        "radfact_ct_r0": 0.0 if _nan(rc) else rc, "radfact_ct_r_n": 0.0 if _nan(rc) else 1.0,
+                        "radfact_ct_reason": reason})
+            rows.append(row)
+        return self.frame(pairs, rows)
 
 
 def _nan(x) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-_SCORERS = {"mammo_green": _score_mammo_green, "radfact_ct": _score_radfact_ct}
-
-
-def score(name, pairs, settings, inputs):
-    s = {**SPECS[name].settings, **(settings or {})}
-    return _SCORERS[name](pairs, s)
+RADFACT_CT = RadFactCT()

@@ -1,6 +1,7 @@
 """RadEval's model-based extras through the ``radeval`` package (2.2.1; env ``radeval``).
 
-Four metrics, each built from the package's own classes exactly as RadEval's adapters build
+Four metrics, each one object (:data:`RADEVAL_BERTSCORE`, :data:`F1RADBERT_CT`, :data:`SRRBERT`,
+:data:`TEMPORAL`), each built from the package's own classes exactly as RadEval's adapters build
 them (``radeval/metrics/*/adapter.py``), with the model paths resolved here first:
 
 ``radeval_bertscore``
@@ -40,31 +41,36 @@ Work-arounds for radeval 2.2.1, none of which touches its files:
   ``MODEL_CONFIGS`` names the local model, and the tokenizer id mapped to its resolved
   directory while the class is constructed.
 * ``f1temporal`` builds its stanza pipeline at import with the default download behaviour:
-  the module is imported while ``stanza.Pipeline`` builds the same pipeline from
-  ``stanza_dir`` with downloads off, so missing stanza models fail at once with
-  MissingWeightsError naming ``metric_settings.temporal.stanza_dir``.
+  the module is imported while ``stanza.Pipeline`` hands it the pipeline built here from
+  ``stanza_dir`` with downloads off.
 * SRR-BERT needs NLTK's ``punkt_tab`` sentence model, which the package downloads at run
-  time: it is looked up on NLTK's data path (plus ``nltk_data`` when set) and its absence
-  is a MissingWeightsError naming ``metric_settings.srrbert.nltk_data``.
+  time: it is read from ``nltk_data`` when set (checked when the workflow loads), else found
+  on NLTK's data path of the job's environment (known only there).
 
-Every model is a Hugging Face id (found in the cache; downloaded once when the hub is on) or
-a local directory, resolved file by file (:func:`radrank.metrics._hf.resolve_encoder`) before
-torch is imported; a missing one raises MissingWeightsError naming its config key.
-Each distinct text is labelled once (references repeat once per model).
+What each metric loads is its ``weights(settings)``: the Hugging Face models (an id found in
+the cache, downloaded once when the hub is on, or a local directory), and as ``resource``
+references stanza's directory and punkt_tab, each with its own check and remedy. The job
+resolves exactly those through the runtime before torch is imported; a missing one raises
+MissingWeightsError naming its config key. Scorers are loaded once per process
+(``runtime.load``). Each distinct text is labelled once (references repeat once per model).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from radrank.errors import MissingWeightsError
+from radrank.devices import DEVICE_DOC, check_device, device_of
 from radrank.metrics import _hf
-from radrank.metrics.base import Leaf, MetricSpec, Resources, mean_leaf
+from radrank.metrics.base import Leaf, Metric, Resources, mean_leaf
+from radrank.runtime import WeightRef
+from radrank.settings import Settings, scored, speed
 
 log = logging.getLogger("radrank")
 
@@ -106,10 +112,6 @@ def _corpus_leaf(name, label, ref_cols, hyp_cols, tp_cols, average, which="f1") 
                 corpus=lambda totals, a=average, w=which: prf_from_totals(totals, a, w))
 
 
-def _device(setting) -> str:
-    return _hf.device_of(setting)
-
-
 @contextmanager
 def _offline_nltk():
     """``nltk.download`` as a no-op while radeval modules are imported (radeval/utils.py calls it
@@ -146,56 +148,112 @@ def _texts(pairs):
     return texts, codes[:len(refs)], codes[len(refs):]
 
 
-# --- radeval_bertscore ---------------------------------------------------------------------------------
-
-RADEVAL_BERTSCORE = MetricSpec(
-    name="radeval_bertscore",
-    description="RadEval BERTScore: F1 per report on RadEval's ModernBERT (layer 22, no idf, no rescaling), "
-                "radeval package, mean over reports",
-    env="radeval",
-    columns=("radeval_bertscore", "radeval_bertscore_precision", "radeval_bertscore_recall"),
-    leaves=(mean_leaf("radeval_bertscore", "RadEval-BERTScore"),),
-    resources=Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1),
-    model="IAMJB/RadEvalModernBERT",
-    settings={"model": "IAMJB/RadEvalModernBERT", "num_layers": 22, "batch_size": 64, "device": "auto"},
-    packages=PACKAGES,
-)
-
-
-def _score_radeval_bertscore(pairs, s):
+def _frame(pairs, columns: dict, models: dict):
     import pandas as pd
 
-    resolved = _hf.resolve_encoder(str(s["model"]), metric="radeval_bertscore", setting="model")
-    device = _device(s.get("device"))
-    batch = int(s.get("batch_size") or 64)
-
-    def build():
-        import torch
-
-        mod = _import("radeval.metrics.radevalbertscore.radevalbertscore")
-        return mod.RadEvalBERTScorer(model_type=str(resolved.directory), num_layers=int(s["num_layers"]),
-                                     use_fast_tokenizer=True, rescale_with_baseline=False,
-                                     device=torch.device(device), batch_size=batch)
-
-    scorer = _hf.cached(("radeval_bertscore", str(resolved.directory), int(s["num_layers"]), device, batch), build)
-    refs = [str(t) for t in pairs["reference"].tolist()]
-    hyps = [str(t) for t in pairs["hypothesis"].tolist()]
-    p, r, f = [], [], []
-    progress = _hf.Progress("radeval_bertscore", len(refs), unit="pairs")
-    for lo in range(0, len(refs), batch):  # RadEval's chunking (BertScoreBase._score_batched), keeping P and R
-        cp, cr, cf = scorer.bert_scorer.score(cands=hyps[lo:lo + batch], refs=refs[lo:lo + batch],
-                                              verbose=False, batch_size=batch)
-        p.append(cp.numpy())
-        r.append(cr.numpy())
-        f.append(cf.numpy())
-        progress.update(len(cp))
-    progress.finish()
-    cat = (lambda xs: np.concatenate(xs).astype("float64") if xs else np.zeros(0))
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "radeval_bertscore": cat(f),
-                        "radeval_bertscore_precision": cat(p), "radeval_bertscore_recall": cat(r)})
-    out.attrs["models"] = {"model": resolved.provenance(), "num_layers": int(s["num_layers"])}
+    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **columns})
+    out.attrs["models"] = models
     return out
 
+
+class RadEvalMetric(Metric):
+    """What every radeval metric shares (these four and :mod:`radrank.metrics.radeval_api`'s): the
+    family, and the job's resolution of exactly ``weights(s)``."""
+
+    family = "radeval"
+
+    def in_job(self, ref: WeightRef, s) -> WeightRef:
+        """The reference the job resolves for the declared ``ref``: ``ref`` itself, unless the declared one
+        names no path (``ref.ref`` None: a place known only in the job's environment), which the
+        metric then finds under the same key."""
+        return ref
+
+    def resolve_all(self, s, runtime) -> dict:
+        """setting -> Resolved for every reference of ``weights(s)``, through ``runtime`` (missing ones fail
+        here, before torch is imported)."""
+        return {ref.setting: runtime.resolve(self.in_job(ref, s)) for ref in self.weights(s)}
+
+
+@dataclass(frozen=True)
+class DeviceSettings(Settings):
+    """The device setting of radeval's model metrics (a base: each metric adds its own fields)."""
+
+    device: str = speed("auto", DEVICE_DOC)
+
+    def check(self, where):
+        check_device(self.device, f"{where}.device")
+
+
+class RadEvalModelMetric(RadEvalMetric):
+    """A radeval metric that runs models: one GPU unless its device is the CPU."""
+
+    packages = PACKAGES
+    default_resources = Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1)
+
+    def gpus(self, s) -> int:
+        return 0 if s.device == "cpu" else 1
+
+    def model_ref(self, s, setting: str = "model", need: str = "model") -> WeightRef:
+        return WeightRef(self.owner(), self.key(setting), getattr(s, setting), need=need)
+
+    def weights(self, s):
+        """Its model (``model``); a metric that loads more says so."""
+        return (self.model_ref(s),)
+
+
+# --- radeval_bertscore ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RadEvalBERTScoreSettings(DeviceSettings):
+    model: str = scored("IAMJB/RadEvalModernBERT", "the encoder (RadEval's ModernBERT): a Hugging Face id or a "
+                                                   "local directory")
+    num_layers: int = scored(22, "the layer whose output is matched (bert-score's num_layers)", minimum=1)
+    batch_size: int = speed(64, "pairs per bert-score call, and texts per forward pass", minimum=1)
+
+
+class RadEvalBERTScore(RadEvalModelMetric):
+    name = "radeval_bertscore"
+    description = ("RadEval BERTScore: F1 per report on RadEval's ModernBERT (layer 22, no idf, no rescaling), "
+                   "radeval package, mean over reports")
+    columns = ("radeval_bertscore", "radeval_bertscore_precision", "radeval_bertscore_recall")
+    leaves = (mean_leaf("radeval_bertscore", "RadEval-BERTScore"),)
+    Settings = RadEvalBERTScoreSettings
+
+    def score(self, pairs, s, inputs, runtime):
+        resolved = self.resolve_all(s, runtime)["model"]
+        device = device_of(s.device)
+
+        def build():
+            import torch
+
+            mod = _import("radeval.metrics.radevalbertscore.radevalbertscore")
+            return mod.RadEvalBERTScorer(model_type=str(resolved.directory), num_layers=s.num_layers,
+                                         use_fast_tokenizer=True, rescale_with_baseline=False,
+                                         device=torch.device(device), batch_size=s.batch_size)
+
+        # The batch size is passed with every call, so one scorer serves every batch size.
+        scorer = runtime.load(("radeval_bertscore", str(resolved.directory), s.num_layers, device), build)
+        refs = [str(t) for t in pairs["reference"].tolist()]
+        hyps = [str(t) for t in pairs["hypothesis"].tolist()]
+        batch = s.batch_size
+        p, r, f = [], [], []
+        progress = _hf.Progress("radeval_bertscore", len(refs), unit="pairs")
+        for lo in range(0, len(refs), batch):  # RadEval's chunking (BertScoreBase._score_batched), keeping P and R
+            cp, cr, cf = scorer.bert_scorer.score(cands=hyps[lo:lo + batch], refs=refs[lo:lo + batch],
+                                                  verbose=False, batch_size=batch)
+            p.append(cp.numpy())
+            r.append(cr.numpy())
+            f.append(cf.numpy())
+            progress.update(len(cp))
+        progress.finish()
+        cat = (lambda xs: np.concatenate(xs).astype("float64") if xs else np.zeros(0))
+        return _frame(pairs, {"radeval_bertscore": cat(f), "radeval_bertscore_precision": cat(p),
+                              "radeval_bertscore_recall": cat(r)},
+                      {"model": resolved.provenance(), "num_layers": s.num_layers})
+
+
+RADEVAL_BERTSCORE = RadEvalBERTScore()
 
 # --- f1radbert_ct --------------------------------------------------------------------------------------
 
@@ -210,49 +268,49 @@ RCT_REF = tuple(f"f1radbert_ct_ref_{s}" for s in _RCT_SLUGS)
 RCT_HYP = tuple(f"f1radbert_ct_hyp_{s}" for s in _RCT_SLUGS)
 RCT_TP = tuple(f"f1radbert_ct_tp_{s}" for s in _RCT_SLUGS)
 
-F1RADBERT_CT = MetricSpec(
-    name="f1radbert_ct",
-    description="F1RadBERT-CT: 18 CT findings + No finding from RadBERT-CT on reference and hypothesis "
-                "(radeval package); exact-match accuracy and micro / macro / weighted F1 from pooled label counts",
-    env="radeval",
-    columns=RCT_REF + RCT_HYP + RCT_TP + ("f1radbert_ct_sample_acc",),
-    leaves=(mean_leaf("f1radbert_ct_sample_acc", "F1RadBERT-CT accuracy", name="f1radbert_ct_accuracy"),)
-    + tuple(_corpus_leaf(f"f1radbert_ct_{a}_f1", f"F1RadBERT-CT {a} F1", RCT_REF, RCT_HYP, RCT_TP, a)
-            for a in ("micro", "macro", "weighted")),
-    resources=Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1),
-    model="IAMJB/RadBERT-CT",
-    settings={"model": "IAMJB/RadBERT-CT", "threshold": 0.5, "batch_size": 16, "device": "auto"},
-    packages=PACKAGES,
-)
+
+@dataclass(frozen=True)
+class F1RadBERTCTSettings(DeviceSettings):
+    model: str = scored("IAMJB/RadBERT-CT", "the CT findings classifier: a Hugging Face id or a local directory")
+    threshold: float = scored(0.5, "a label is present when its sigmoid exceeds this", minimum=0.0, maximum=1.0)
+    batch_size: int = speed(16, "reports per forward pass", minimum=1)
 
 
-def _score_f1radbert_ct(pairs, s):
-    import pandas as pd
+class F1RadBERTCT(RadEvalModelMetric):
+    name = "f1radbert_ct"
+    description = ("F1RadBERT-CT: 18 CT findings + No finding from RadBERT-CT on reference and hypothesis "
+                   "(radeval package); exact-match accuracy and micro / macro / weighted F1 from pooled label counts")
+    columns = RCT_REF + RCT_HYP + RCT_TP + ("f1radbert_ct_sample_acc",)
+    leaves = ((mean_leaf("f1radbert_ct_sample_acc", "F1RadBERT-CT accuracy", name="f1radbert_ct_accuracy"),)
+              + tuple(_corpus_leaf(f"f1radbert_ct_{a}_f1", f"F1RadBERT-CT {a} F1", RCT_REF, RCT_HYP, RCT_TP, a)
+                      for a in ("micro", "macro", "weighted")))
+    Settings = F1RadBERTCTSettings
 
-    resolved = _hf.resolve_encoder(str(s["model"]), metric="f1radbert_ct", setting="model")
-    device = _device(s.get("device"))
+    def score(self, pairs, s, inputs, runtime):
+        resolved = self.resolve_all(s, runtime)["model"]
+        device = device_of(s.device)
 
-    def build():
-        mod = _import("radeval.metrics.f1Radbert_ct.f1Radbert_ct")
-        labels = tuple(mod.F1RadbertCT.LABELS) + (mod.F1RadbertCT.NO_FINDING,)
-        if labels != RADBERT_CT_LABELS:
-            raise RuntimeError(f"radeval's F1RadbertCT labels changed: {labels}")
-        return mod.F1RadbertCT(model_id=str(resolved.directory), threshold=float(s["threshold"]), device=device,
-                               batch_size=int(s.get("batch_size") or 16))
+        def build():
+            mod = _import("radeval.metrics.f1Radbert_ct.f1Radbert_ct")
+            labels = tuple(mod.F1RadbertCT.LABELS) + (mod.F1RadbertCT.NO_FINDING,)
+            if labels != RADBERT_CT_LABELS:
+                raise RuntimeError(f"radeval's F1RadbertCT labels changed: {labels}")
+            return mod.F1RadbertCT(model_id=str(resolved.directory), threshold=s.threshold, device=device,
+                                   batch_size=s.batch_size)
 
-    scorer = _hf.cached(("f1radbert_ct", str(resolved.directory), float(s["threshold"]), device,
-                         int(s.get("batch_size") or 16)), build)
-    texts, ref_codes, hyp_codes = _texts(pairs)
-    labels = scorer._predict_label_matrix(texts) if texts else np.zeros((0, len(RADBERT_CT_LABELS)), dtype=int)
-    ref, hyp = labels[ref_codes].astype("int64"), labels[hyp_codes].astype("int64")
-    cols = {}
-    for i in range(len(RADBERT_CT_LABELS)):
-        cols[RCT_REF[i]], cols[RCT_HYP[i]], cols[RCT_TP[i]] = ref[:, i], hyp[:, i], ref[:, i] & hyp[:, i]
-    cols["f1radbert_ct_sample_acc"] = (ref == hyp).all(axis=1).astype("float64")
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols})
-    out.attrs["models"] = {"model": resolved.provenance(), "threshold": float(s["threshold"])}
-    return out
+        # The package's scorer holds its threshold and batch size: one scorer per combination.
+        scorer = runtime.load(("f1radbert_ct", str(resolved.directory), s.threshold, device, s.batch_size), build)
+        texts, ref_codes, hyp_codes = _texts(pairs)
+        labels = scorer._predict_label_matrix(texts) if texts else np.zeros((0, len(RADBERT_CT_LABELS)), dtype=int)
+        ref, hyp = labels[ref_codes].astype("int64"), labels[hyp_codes].astype("int64")
+        cols = {}
+        for i in range(len(RADBERT_CT_LABELS)):
+            cols[RCT_REF[i]], cols[RCT_HYP[i]], cols[RCT_TP[i]] = ref[:, i], hyp[:, i], ref[:, i] & hyp[:, i]
+        cols["f1radbert_ct_sample_acc"] = (ref == hyp).all(axis=1).astype("float64")
+        return _frame(pairs, cols, {"model": resolved.provenance(), "threshold": s.threshold})
 
+
+F1RADBERT_CT = F1RadBERTCT()
 
 # --- srrbert ----------------------------------------------------------------------------------------------
 
@@ -262,49 +320,90 @@ SRR_REF = tuple(f"srrbert_ref_{i:03d}" for i in range(SRR_LABELS))
 SRR_HYP = tuple(f"srrbert_hyp_{i:03d}" for i in range(SRR_LABELS))
 SRR_TP = tuple(f"srrbert_tp_{i:03d}" for i in range(SRR_LABELS))
 SRR_SAMPLE = ("srrbert_sample_f1", "srrbert_sample_precision", "srrbert_sample_recall")
-
-SRRBERT = MetricSpec(
-    name="srrbert",
-    description="SRR-BERT (leaves with statuses, 163 labels) on the sentences of reference and hypothesis "
-                "(radeval package); weighted F1 / precision / recall from pooled label counts",
-    env="radeval",
-    columns=SRR_SAMPLE + SRR_REF + SRR_HYP + SRR_TP,
-    leaves=tuple(_corpus_leaf(f"srrbert_weighted_{w}", f"SRR-BERT weighted {w}", SRR_REF, SRR_HYP, SRR_TP,
-                              "weighted", w) for w in ("f1", "precision", "recall")),
-    resources=Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1),
-    model="StanfordAIMI/SRR-BERT-Leaves-with-Statuses",
-    settings={"model": "StanfordAIMI/SRR-BERT-Leaves-with-Statuses",
-              "tokenizer": "microsoft/BiomedVLP-CXR-BERT-general",
-              "nltk_data": None,  # a directory holding tokenizers/punkt_tab (None: NLTK's own data path)
-              "batch_size": 64, "device": "auto"},
-    packages=PACKAGES,
-)
+PUNKT = Path("tokenizers") / "punkt_tab" / "english"  # what the package's sent_tokenize reads, under an nltk_data root
 
 
-def punkt_available(nltk_data=None) -> bool:
+def punkt_missing(root) -> str | None:
+    """Why the nltk_data directory ``root`` cannot give punkt_tab, or None (paths only: the load-time check)."""
+    return None if (Path(root) / PUNKT).is_dir() else f"{root} has no {PUNKT}"
+
+
+def use_nltk_data(root) -> None:
+    """Put the nltk_data directory ``root`` first on NLTK's data path, where the package's sentence split looks."""
     import nltk
 
-    if nltk_data:
-        path = str(Path(os.path.expanduser(str(nltk_data))))
-        if path not in nltk.data.path:
-            nltk.data.path.insert(0, path)
-    try:
-        nltk.data.find("tokenizers/punkt_tab/english/")
-        return True
-    except LookupError:
-        return False
+    root = str(root)
+    if root in nltk.data.path:
+        nltk.data.path.remove(root)
+    nltk.data.path.insert(0, root)
 
 
-def _require_punkt(s, metric="srrbert"):
-    if not punkt_available(s.get("nltk_data")):
-        raise MissingWeightsError(
-            f"metric {metric!r}: NLTK's punkt_tab sentence model is not available (searched "
-            f"{s.get('nltk_data') or 'NLTK data path'}). Point config metric_settings.{metric}.nltk_data at a "
-            f"directory holding tokenizers/punkt_tab/english, or install it where the network is reachable "
-            f"(`python -m nltk.downloader punkt_tab`, or NLTK_DATA).")
+@dataclass(frozen=True)
+class SRRBertSettings(DeviceSettings):
+    model: str = scored("StanfordAIMI/SRR-BERT-Leaves-with-Statuses", "the SRR-BERT classifier (leaves with "
+                                                                      "statuses): a Hugging Face id or a local "
+                                                                      "directory")
+    tokenizer: str = scored("microsoft/BiomedVLP-CXR-BERT-general", "its BERT tokenizer: a Hugging Face id or a "
+                                                                    "local directory")
+    nltk_data: str | None = scored(None, "an nltk_data directory holding tokenizers/punkt_tab/english (the "
+                                         "sentence model; null: NLTK's own data path in the job's environment)")
+    batch_size: int = speed(64, "sentences per forward pass", minimum=1)
 
 
-def _srr_scorer(model_dir: Path, tokenizer_dir: Path, batch_size: int, device: str):
+class SRRBert(RadEvalModelMetric):
+    name = "srrbert"
+    description = ("SRR-BERT (leaves with statuses, 163 labels) on the sentences of reference and hypothesis "
+                   "(radeval package); weighted F1 / precision / recall from pooled label counts")
+    columns = SRR_SAMPLE + SRR_REF + SRR_HYP + SRR_TP
+    leaves = tuple(_corpus_leaf(f"srrbert_weighted_{w}", f"SRR-BERT weighted {w}", SRR_REF, SRR_HYP, SRR_TP,
+                                "weighted", w) for w in ("f1", "precision", "recall"))
+    Settings = SRRBertSettings
+    PUNKT_HOW = ("Point config metric_settings.srrbert.nltk_data at a directory holding tokenizers/punkt_tab/english, "
+                 "or install it where the network is reachable (`python -m nltk.downloader punkt_tab`, or NLTK_DATA).")
+
+    def weights(self, s):
+        # nltk_data null: NLTK's data path depends on the job's interpreter and NLTK_DATA, so the
+        # reference names no path here and the job finds it (in_job) under the same key.
+        punkt = WeightRef(self.owner(), self.key("nltk_data"),
+                          os.path.expanduser(s.nltk_data) if s.nltk_data else None, need="resource",
+                          check=punkt_missing, how=self.PUNKT_HOW)
+        return self.model_ref(s), self.model_ref(s, "tokenizer", need="tokenizer"), punkt
+
+    def in_job(self, ref, s):
+        if ref.setting != "nltk_data" or ref.ref is not None:
+            return ref
+        import nltk
+
+        roots = [p for p in nltk.data.path if punkt_missing(p) is None]
+        if not roots:
+            raise dataclasses.replace(ref, ref="punkt_tab").missing(
+                f"it is not on NLTK's data path {os.pathsep.join(map(str, nltk.data.path))}")
+        return dataclasses.replace(ref, ref=str(roots[0]))
+
+    def score(self, pairs, s, inputs, runtime):
+        resolved = self.resolve_all(s, runtime)
+        model, tok = resolved["model"], resolved["tokenizer"]
+        use_nltk_data(resolved["nltk_data"].path)
+        device = device_of(s.device)
+        # The package's scorer holds its batch size: one scorer per batch size.
+        scorer = runtime.load(("srrbert", str(model.directory), str(tok.directory), s.batch_size, device),
+                              lambda: srr_scorer(model.directory, tok.directory, s.batch_size, device))
+        texts, ref_codes, hyp_codes = _texts(pairs)
+        labels = srr_labels(scorer, texts)
+        ref, hyp = labels[ref_codes], labels[hyp_codes]
+        utils = _import("radeval.utils")
+        precision, recall, f1 = utils.multilabel_prf_per_sample(ref, hyp) if len(ref) else (np.zeros(0),) * 3
+        cols = {"srrbert_sample_f1": np.asarray(f1, dtype="float64"),
+                "srrbert_sample_precision": np.asarray(precision, dtype="float64"),
+                "srrbert_sample_recall": np.asarray(recall, dtype="float64")}
+        for i in range(SRR_LABELS):
+            cols[SRR_REF[i]], cols[SRR_HYP[i]], cols[SRR_TP[i]] = ref[:, i], hyp[:, i], ref[:, i] & hyp[:, i]
+        return _frame(pairs, cols, {"model": model.provenance(), "tokenizer": tok.provenance(),
+                                    "nltk_data": str(resolved["nltk_data"].path), "model_type": SRR_MODEL_TYPE})
+
+
+def srr_scorer(model_dir: Path, tokenizer_dir: Path, batch_size: int, device: str):
+    """The package's SRRBert on local directories (its model and tokenizer ids swapped for them)."""
     mod = _import("radeval.metrics.SRRBert.srr_bert")
 
     class LocalSRRBert(mod.SRRBert):
@@ -346,63 +445,26 @@ def srr_labels(scorer, texts: list) -> np.ndarray:
     return out
 
 
-def _score_srrbert(pairs, s):
-    import pandas as pd
-
-    model = _hf.resolve_encoder(str(s["model"]), metric="srrbert", setting="model", tokenizer=False)
-    tok = _hf.resolve_encoder(str(s["tokenizer"]), metric="srrbert", setting="tokenizer", weights=False)
-    _require_punkt(s)
-    device = _device(s.get("device"))
-    batch = int(s.get("batch_size") or 64)
-    scorer = _hf.cached(("srrbert", str(model.directory), str(tok.directory), batch, device),
-                        lambda: _srr_scorer(model.directory, tok.directory, batch, device))
-    texts, ref_codes, hyp_codes = _texts(pairs)
-    labels = srr_labels(scorer, texts)
-    ref, hyp = labels[ref_codes], labels[hyp_codes]
-    utils = _import("radeval.utils")
-    precision, recall, f1 = utils.multilabel_prf_per_sample(ref, hyp) if len(ref) else (np.zeros(0),) * 3
-    cols = {"srrbert_sample_f1": np.asarray(f1, dtype="float64"),
-            "srrbert_sample_precision": np.asarray(precision, dtype="float64"),
-            "srrbert_sample_recall": np.asarray(recall, dtype="float64")}
-    for i in range(SRR_LABELS):
-        cols[SRR_REF[i]], cols[SRR_HYP[i]], cols[SRR_TP[i]] = ref[:, i], hyp[:, i], ref[:, i] & hyp[:, i]
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols})
-    out.attrs["models"] = {"model": model.provenance(), "tokenizer": tok.provenance(), "model_type": SRR_MODEL_TYPE}
-    return out
-
+SRRBERT = SRRBert()
 
 # --- temporal ---------------------------------------------------------------------------------------------
 
-TEMPORAL = MetricSpec(
-    name="temporal",
-    description="Temporal entity F1 (temporal keywords by regex and stanza's radiology NER; radeval package), "
-                "mean over reports",
-    env="radeval",
-    columns=("temporal", "temporal_ref_entities", "temporal_hyp_entities", "temporal_matched"),
-    leaves=(mean_leaf("temporal", "Temporal F1"),),
-    resources=Resources(mem_mb=8000, runtime_min=60, threads=2, gpu=0),
-    model="stanza en/radiology",
-    settings={"stanza_dir": None,  # stanza resources directory (None: $STANZA_RESOURCES_DIR or ~/stanza_resources)
-              "device": "cpu"},
-    packages=PACKAGES + ("stanza",),
-)
-
+TEMPORAL_MODULE = "radeval.metrics.f1temporal.f1temporal"
 _STANZA_PIPELINE = dict(lang="en", package="radiology", processors={"tokenize": "default", "ner": "radiology"})
 
 
-def stanza_dir(s) -> Path:
-    configured = s.get("stanza_dir") or os.environ.get("STANZA_RESOURCES_DIR") or "~/stanza_resources"
-    return Path(os.path.expanduser(str(configured)))
-
-
-def _require_stanza(directory: Path):
+def stanza_missing(directory) -> str | None:
+    """Why ``directory`` is not a stanza resources directory with English models, or None (paths only)."""
+    directory = Path(directory)
     missing = [p for p in (directory / "resources.json", directory / "en") if not p.exists()]
-    if missing:
-        raise MissingWeightsError(
-            f"metric 'temporal': stanza's English radiology models are not available locally ({missing[0]} does "
-            f"not exist). Point config metric_settings.temporal.stanza_dir at a stanza resources directory, or "
-            f"download them where the network is reachable: python -c \"import stanza; stanza.download('en', "
-            f"package='radiology', processors={{'ner': 'radiology'}}, model_dir='DIR')\".")
+    return f"{missing[0]} does not exist" if missing else None
+
+
+@dataclass(frozen=True)
+class TemporalSettings(DeviceSettings):
+    device: str = speed("cpu", "stanza's device: " + DEVICE_DOC)
+    stanza_dir: str | None = scored(None, "stanza's resources directory with the English radiology models (null: "
+                                          "$STANZA_RESOURCES_DIR, else ~/stanza_resources)")
 
 
 class _Memo:
@@ -417,82 +479,80 @@ class _Memo:
         return self.docs[text]
 
 
-def _stanza_factory(directory: Path, device: str):
-    """``stanza.Pipeline`` as f1temporal calls it, with the models read from ``directory`` and
-    downloads off; a load failure is a MissingWeightsError naming the config key."""
+class Temporal(RadEvalModelMetric):
+    name = "temporal"
+    description = ("Temporal entity F1 (temporal keywords by regex and stanza's radiology NER; radeval package), "
+                   "mean over reports")
+    columns = ("temporal", "temporal_ref_entities", "temporal_hyp_entities", "temporal_matched")
+    leaves = (mean_leaf("temporal", "Temporal F1"),)
+    Settings = TemporalSettings
+    packages = PACKAGES + ("stanza",)
+    default_resources = Resources(mem_mb=8000, runtime_min=60, threads=2, gpu=0)
+    STANZA_HOW = ("Point config metric_settings.temporal.stanza_dir at a stanza resources directory, or download "
+                  "them where the network is reachable: python -c \"import stanza; stanza.download('en', "
+                  "package='radiology', processors={'ner': 'radiology'}, model_dir='DIR')\".")
+
+    def weights(self, s):
+        configured = s.stanza_dir or os.environ.get("STANZA_RESOURCES_DIR") or "~/stanza_resources"
+        return (WeightRef(self.owner(), self.key("stanza_dir"), os.path.expanduser(configured), need="resource",
+                          check=stanza_missing, how=self.STANZA_HOW),)
+
+    def score(self, pairs, s, inputs, runtime):
+        resolved = self.resolve_all(s, runtime)["stanza_dir"]
+        directory = resolved.path
+        device = device_of(s.device)
+        nlp = runtime.load(("temporal", str(directory), device), lambda: stanza_pipeline(resolved, device))
+        mod = _temporal_module(nlp)
+        mod.nlp = _Memo(nlp)  # per call: the annotations of this call's texts only
+        try:
+            refs = [str(t) for t in pairs["reference"].tolist()]
+            hyps = [str(t) for t in pairs["hypothesis"].tolist()]
+            result = mod.F1Temporal(predictions=hyps, references=refs) if refs else {
+                "sample_scores": [], "prediction_entities": [], "reference_entities": []}
+        finally:
+            mod.nlp = nlp
+        return _frame(pairs, {
+            "temporal": np.asarray(result["sample_scores"], dtype="float64"),
+            "temporal_ref_entities": [len(e) for e in result["reference_entities"]],
+            "temporal_hyp_entities": [len(e) for e in result["prediction_entities"]],
+            "temporal_matched": [len(r & h) for r, h in zip(result["reference_entities"],
+                                                            result["prediction_entities"])],
+        }, {"stanza_dir": str(directory), "pipeline": _STANZA_PIPELINE})
+
+
+def stanza_pipeline(resolved, device: str):
+    """``stanza.Pipeline`` as f1temporal builds it, with the models read from the resolved stanza directory and
+    downloads off; a load failure is the reference's MissingWeightsError (naming the config key)."""
     import stanza
     from stanza.pipeline.core import DownloadMethod
 
-    real = stanza.Pipeline
-
-    def local_pipeline(*args, **kwargs):
-        kwargs.update(dir=str(directory), download_method=DownloadMethod.NONE, use_gpu=device != "cpu")
-        if device not in ("cpu", "cuda"):
-            kwargs["device"] = device
-        try:
-            return real(*args, **kwargs)
-        except Exception as e:
-            raise MissingWeightsError(
-                f"metric 'temporal': stanza could not load its English radiology pipeline from {directory} "
-                f"(config metric_settings.temporal.stanza_dir): {type(e).__name__}: {e}") from None
-
-    return local_pipeline
+    kwargs = dict(_STANZA_PIPELINE, logging_level="ERROR", verbose=False, dir=str(resolved.path),
+                  download_method=DownloadMethod.NONE, use_gpu=device != "cpu")
+    if device not in ("cpu", "cuda"):
+        kwargs["device"] = device
+    try:
+        return stanza.Pipeline(**kwargs)
+    except Exception as e:
+        raise resolved.ref.missing(f"stanza could not load its English radiology pipeline: {type(e).__name__}: "
+                                   f"{e}") from None
 
 
-def _temporal_module(directory: Path, device: str):
-    """radeval.metrics.f1temporal.f1temporal with its module-level pipeline built from ``directory``
-    without downloads (the module builds it at import time with stanza's download default)."""
+def _temporal_module(nlp):
+    """radeval.metrics.f1temporal.f1temporal, imported with ``nlp`` as its module-level pipeline (the module
+    builds one at import time with stanza's download default)."""
     import sys
 
-    import stanza
-
-    name = "radeval.metrics.f1temporal.f1temporal"
-    wanted = (str(directory), device)
-    factory = _stanza_factory(directory, device)
-    mod = sys.modules.get(name)
+    mod = sys.modules.get(TEMPORAL_MODULE)
     if mod is None:
+        import stanza
+
         real = stanza.Pipeline
-        stanza.Pipeline = factory
+        stanza.Pipeline = lambda *args, **kwargs: nlp
         try:
-            mod = _import(name)
+            mod = _import(TEMPORAL_MODULE)
         finally:
             stanza.Pipeline = real
-    elif getattr(mod, "_radrank_stanza", None) != wanted:  # another directory or device: build it again
-        mod.nlp = factory(**_STANZA_PIPELINE, logging_level="ERROR", verbose=False)
-    mod._radrank_stanza = wanted
     return mod
 
 
-def _score_temporal(pairs, s):
-    import pandas as pd
-
-    directory = stanza_dir(s)
-    _require_stanza(directory)
-    mod = _temporal_module(directory, str(s.get("device") or "cpu"))
-    if not isinstance(mod.nlp, _Memo):
-        mod.nlp = _Memo(mod.nlp)
-    refs = [str(t) for t in pairs["reference"].tolist()]
-    hyps = [str(t) for t in pairs["hypothesis"].tolist()]
-    result = mod.F1Temporal(predictions=hyps, references=refs) if refs else {
-        "sample_scores": [], "prediction_entities": [], "reference_entities": []}
-    out = pd.DataFrame({
-        "sample_id": pairs["sample_id"].to_numpy(),
-        "temporal": np.asarray(result["sample_scores"], dtype="float64"),
-        "temporal_ref_entities": [len(e) for e in result["reference_entities"]],
-        "temporal_hyp_entities": [len(e) for e in result["prediction_entities"]],
-        "temporal_matched": [len(r & h) for r, h in zip(result["reference_entities"], result["prediction_entities"])],
-    })
-    out.attrs["models"] = {"stanza_dir": str(directory), "pipeline": _STANZA_PIPELINE}
-    return out
-
-
-# --- registry ---------------------------------------------------------------------------------------------
-
-SPECS = {spec.name: spec for spec in (RADEVAL_BERTSCORE, F1RADBERT_CT, SRRBERT, TEMPORAL)}
-_SCORERS = {"radeval_bertscore": _score_radeval_bertscore, "f1radbert_ct": _score_f1radbert_ct,
-            "srrbert": _score_srrbert, "temporal": _score_temporal}
-
-
-def score(name, pairs, settings, inputs):
-    s = {**SPECS[name].settings, **(settings or {})}
-    return _SCORERS[name](pairs, s)
+TEMPORAL = Temporal()

@@ -12,6 +12,14 @@ The package's pipeline, run with its own functions:
    (``RaTEScore.utils.compute``), in both directions; the score is their F1, 0.5 when either
    report has no entity — what ``RaTEScore.compute_score(candidates, references)`` returns.
 
+``batch_size`` (NER sentences per forward pass) is a speed setting. Only the argmax of the NER
+logits reaches the score; a batch pads its sentences to the longest, which changes the logits by
+float rounding only (as moving to another device does; ``device`` is speed everywhere), so a tag
+can change only where two labels tie within rounding. Were it scored, the GPU user who raises it
+from the package's 1 would re-score every run for no difference the tests can see
+(tests/envs/ratescore: batch 4 equals the package at batch 4 to 1e-6, and the contract's batch 4
+equals batch 1).
+
 Differences from calling ``compute_score`` on the pairs, none of which changes a score the
 package computes correctly:
 
@@ -26,86 +34,67 @@ package computes correctly:
   call is compared with the wrong partner and the call returns fewer scores than pairs.
 
 Models: ``bert_model`` and ``eval_model`` are hub ids (found in the Hugging Face cache) or
-local directories, resolved file by file (:func:`radrank.metrics._hf.resolve_encoder`) before
-the package loads anything; a missing one raises MissingWeightsError naming its config key. ``device``:
-"auto" (the GPU when CUDA is available — the package's ``use_gpu=True`` insists on CUDA),
-"cpu", "cuda" or "cuda:N".
+local directories — with an ``affinity_matrix`` file, the metric's ``weights(settings)``, resolved
+through the runtime before the package loads anything (a DeBERTa-v3 tokenizer's ``spm.model`` is
+hashed into provenance with the rest); a missing one raises MissingWeightsError naming its config
+key. The scorer is loaded once per process (``runtime.load``). ``device``: "auto" (the GPU when
+CUDA is available — the package's ``use_gpu=True`` insists on CUDA), "cpu", "cuda" or "cuda:N".
 """
-
 from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from radrank import models
-from radrank.metrics.base import MetricSpec, Resources, distinct_texts, mean_leaf
+from radrank.devices import DEVICE_DOC, check_device, device_of
+from radrank.metrics.base import BoardColumn, Metric, Resources, distinct_texts, mean_leaf
 from radrank.provenance import stable_hash
+from radrank.runtime import WeightRef
+from radrank.settings import Settings, scored, speed
 
 log = logging.getLogger("radrank")
 
 NER_MODEL = "Angelakeke/RaTE-NER-Deberta"
 EVAL_MODEL = "FremyCompany/BioLORD-2023-C"
 NO_ENTITY_SCORE = 0.5  # the package's score when either report has no entity
-
-SPEC = MetricSpec(
-    name="ratescore",
-    description="RaTEScore per report (entity-aware, RaTEScore package), mean over reports",
-    env="ratescore",
-    columns=("ratescore",),
-    leaves=(mean_leaf("ratescore", "RaTEScore"),),
-    resources=Resources(mem_mb=8000, runtime_min=120, threads=2, gpu=1),
-    model=NER_MODEL,
-    settings={"bert_model": NER_MODEL, "eval_model": EVAL_MODEL, "affinity_matrix": "long", "batch_size": 1,
-              "device": "auto"},
-    packages=("ratescore", "torch", "transformers", "medspacy", "spacy"),
-)
+BUILTIN_MATRICES = ("long", "short")  # the package's own affinity matrices (its names, case-insensitive)
 
 
-def _check(settings: dict) -> None:
-    matrix = settings["affinity_matrix"]
-    if not isinstance(matrix, str) or not matrix:
-        raise ValueError(f"metric 'ratescore': affinity_matrix must be 'long', 'short' or a JSON file, not {matrix!r}")
-    if matrix.lower() not in ("long", "short") and not Path(os.path.expanduser(matrix)).is_file():
-        raise ValueError(f"metric 'ratescore': affinity_matrix {matrix!r} is neither 'long', 'short' nor a file")
-    if not isinstance(settings["batch_size"], int) or settings["batch_size"] < 1:
-        raise ValueError(f"metric 'ratescore': batch_size must be a positive integer, not {settings['batch_size']!r}")
-    device = str(settings["device"]).lower()
-    if not (device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
-        raise ValueError(f"metric 'ratescore': device must be auto, cpu, cuda or cuda:N, not {settings['device']!r}")
+@dataclass(frozen=True)
+class RaTEScoreSettings(Settings):
+    bert_model: str = scored(NER_MODEL, "the NER model (a DeBERTa token classifier): a Hugging Face id or a local "
+                                        "directory")
+    eval_model: str = scored(EVAL_MODEL, "the entity encoder (BioLORD): a Hugging Face id or a local directory")
+    affinity_matrix: str = scored("long", "entity-type weights: 'long' or 'short' (the package's), or a JSON file "
+                                          "of the same keys")
+    batch_size: int = speed(1, "NER sentences per forward pass (the package's default 1; larger batches change "
+                               "float rounding only, see the module docstring)", minimum=1)
+    device: str = speed("auto", DEVICE_DOC)
+
+    def check(self, where):
+        check_device(self.device, f"{where}.device")
+        if not self.affinity_matrix or (not _builtin(self.affinity_matrix) and not self.matrix_file().is_file()):
+            raise self.fail(where, "affinity_matrix", f"{self.affinity_matrix!r} is neither 'long', 'short' nor an "
+                                                      f"existing file")
+
+    def matrix_file(self) -> Path:
+        return Path(os.path.expanduser(self.affinity_matrix))
+
+
+def _builtin(matrix: str) -> bool:
+    return matrix.lower() in BUILTIN_MATRICES
 
 
 def _device(setting: str):
     import torch
 
-    setting = str(setting).lower()
-    if setting == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if setting.startswith("cuda") and not torch.cuda.is_available():
+    device = torch.device(device_of(setting))
+    if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"metric 'ratescore': device {setting!r} requested but CUDA is not available")
-    return torch.device(setting)
-
-
-def resolve_models(settings: dict) -> dict:
-    """{"bert_model": Resolved, "eval_model": Resolved} (radrank.metrics._hf): config, weights and
-    tokenizer files of each, found one by one, so a model missing from the cache (or only partly
-    there) raises MissingWeightsError naming its config key before anything is loaded."""
-    from radrank.metrics import _hf
-
-    out = {}
-    for key in ("bert_model", "eval_model"):
-        resolved = _hf.resolve_encoder(str(settings[key]), metric="ratescore", setting=key)
-        # A DeBERTa-v3 tokenizer may ship only its SentencePiece model, which _hf does not list.
-        if not (resolved.directory / "spm.model").is_file() and not (resolved.directory / "tokenizer.json").is_file():
-            try:
-                resolved.files.append(models.resolve(str(settings[key]), metric="ratescore", setting=key,
-                                                     filename="spm.model"))
-            except Exception:
-                pass
-        out[key] = resolved
-    return out
+    return device
 
 
 def _check_tokenizer_backend(directory: Path, key: str) -> None:
@@ -132,13 +121,11 @@ def _quiet_sentencizer() -> None:
         pass
 
 
-def load_scorer(settings: dict):
-    """(RaTEScore instance, provenance) for the settings; models resolved before anything loads."""
-    _check(settings)
-    paths = resolve_models(settings)
-    for key, resolved in paths.items():
-        _check_tokenizer_backend(resolved.directory, key)
-    device = _device(settings["device"])
+def load_scorer(bert_dir: Path, eval_dir: Path, matrix: str, batch_size: int, device_setting: str):
+    """The package's RaTEScore on local model directories; ``matrix``: 'long', 'short' or a JSON file's path."""
+    for key, directory in (("bert_model", bert_dir), ("eval_model", eval_dir)):
+        _check_tokenizer_backend(directory, key)
+    device = _device(device_setting)
     if device.type == "cuda" and device.index is not None:
         import torch
 
@@ -146,14 +133,8 @@ def load_scorer(settings: dict):
     _quiet_sentencizer()
     from RaTEScore import RaTEScore
 
-    scorer = RaTEScore(bert_model=str(paths["bert_model"].directory), eval_model=str(paths["eval_model"].directory),
-                       batch_size=settings["batch_size"], use_gpu=device.type == "cuda",
-                       affinity_matrix=os.path.expanduser(settings["affinity_matrix"]))
-    provenance = {key: resolved.provenance() for key, resolved in paths.items()}
-    provenance["affinity_matrix"] = {"name": settings["affinity_matrix"],
-                                     "hash": stable_hash(scorer.matrix_path)}
-    provenance["device"] = str(scorer.device)
-    return scorer, provenance
+    return RaTEScore(bert_model=str(bert_dir), eval_model=str(eval_dir), batch_size=batch_size,
+                     use_gpu=device.type == "cuda", affinity_matrix=matrix)
 
 
 def entities(scorer, texts) -> list[list[tuple[str, str]]]:
@@ -204,11 +185,43 @@ def score_texts(scorer, references, hypotheses) -> np.ndarray:
                     dtype="float64")
 
 
-def score(pairs, settings, inputs):
-    import pandas as pd
+class RaTEScoreMetric(Metric):
+    name = "ratescore"
+    description = "RaTEScore per report (entity-aware, RaTEScore package), mean over reports"
+    family = "ratescore"
+    columns = ("ratescore",)
+    leaves = (mean_leaf("ratescore", "RaTEScore"),)
+    Settings = RaTEScoreSettings
+    default_resources = Resources(mem_mb=8000, runtime_min=120, threads=2, gpu=1)
+    packages = ("ratescore", "torch", "transformers", "medspacy", "spacy")
+    board = (BoardColumn("RaTEScore", "ratescore", 6),)
 
-    scorer, provenance = load_scorer(settings)
-    values = score_texts(scorer, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
-    out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "ratescore": values})
-    out.attrs["models"] = provenance
-    return out
+    def gpus(self, s) -> int:
+        return 0 if s.device == "cpu" else 1
+
+    def weights(self, s):
+        refs = [WeightRef(self.owner(), self.key(k), getattr(s, k), need="model") for k in ("bert_model", "eval_model")]
+        if not _builtin(s.affinity_matrix):
+            refs.append(WeightRef(self.owner(), self.key("affinity_matrix"), str(s.matrix_file()), need="file"))
+        return tuple(refs)
+
+    def score(self, pairs, s, inputs, runtime):
+        import pandas as pd
+
+        resolved = {ref.setting: runtime.resolve(ref) for ref in self.weights(s)}
+        bert, ev = resolved["bert_model"].directory, resolved["eval_model"].directory
+        matrix = str(resolved["affinity_matrix"].path) if "affinity_matrix" in resolved else s.affinity_matrix
+        device = device_of(s.device)
+        # The package's scorer holds its models, matrix, batch size and device: one per combination.
+        scorer = runtime.load(("ratescore", str(bert), str(ev), matrix, s.batch_size, device),
+                              lambda: load_scorer(bert, ev, matrix, s.batch_size, device))
+        values = score_texts(scorer, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+        out = pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), "ratescore": values})
+        models = {key: r.provenance() for key, r in resolved.items() if key != "affinity_matrix"}
+        models["affinity_matrix"] = {"name": s.affinity_matrix, "hash": stable_hash(scorer.matrix_path)}
+        models["device"] = str(scorer.device)
+        out.attrs["models"] = models
+        return out
+
+
+METRIC = RaTEScoreMetric()

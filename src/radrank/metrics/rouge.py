@@ -16,21 +16,10 @@ import threading
 
 import numpy as np
 
-from radrank.metrics.base import MetricSpec, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks, mean_leaf
+from radrank.metrics.base import Metric, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks, mean_leaf
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
-SPEC = MetricSpec(
-    name="rouge",
-    description="ROUGE-1/2/L F-measure (rouge-score, Porter stemming), mean over reports",
-    env="core",
-    columns=ROUGE_TYPES,
-    leaves=(mean_leaf("rouge1", "ROUGE-1"), mean_leaf("rouge2", "ROUGE-2"), mean_leaf("rougeL", "ROUGE-L")),
-    # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
-    # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
-    resources=Resources(mem_mb=1000, runtime_min=20),
-    packages=("rouge-score", "nltk"),
-)
 # Imports are inside the functions: rouge-score's scorer module imports nltk whole (~2 s); the metric
 # needs only rouge_score.tokenize and nltk's Porter stemmer (:func:`porter_module`).
 
@@ -220,12 +209,26 @@ def score_texts(references, hypotheses, tokenize=None) -> np.ndarray:
     return out
 
 
-def score(pairs, settings, inputs):
-    import pandas as pd
+class ROUGE(Metric):
+    name = "rouge"
+    description = "ROUGE-1/2/L F-measure (rouge-score, Porter stemming), mean over reports"
+    family = "core"
+    columns = ROUGE_TYPES
+    leaves = (mean_leaf("rouge1", "ROUGE-1"), mean_leaf("rouge2", "ROUGE-2"), mean_leaf("rougeL", "ROUGE-L"))
+    # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
+    # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
+    default_resources = Resources(mem_mb=1000, runtime_min=20)
+    packages = ("rouge-score", "nltk")
 
-    tokenize = tokenizer()  # one stemmer memo for every chunk
-    values = in_pair_chunks(lambda refs, hyps: score_texts(refs, hyps, tokenize), pairs["reference"].tolist(),
-                            pairs["hypothesis"].tolist())
-    out = pd.DataFrame(values, columns=list(ROUGE_TYPES), dtype="float64")
-    out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
-    return out
+    def score(self, pairs, settings, inputs, runtime):
+        import pandas as pd
+
+        tokenize = tokenizer()  # one stemmer memo for every chunk
+        values = in_pair_chunks(lambda refs, hyps: score_texts(refs, hyps, tokenize), pairs["reference"].tolist(),
+                                pairs["hypothesis"].tolist())
+        out = pd.DataFrame(values, columns=list(ROUGE_TYPES), dtype="float64")
+        out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
+        return out
+
+
+METRIC = ROUGE()

@@ -32,24 +32,9 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import MetricSpec, Resources, mean_leaf
+from radrank.metrics.base import Metric, Resources, mean_leaf
 
 COLUMNS = ("vqa_token_f1", "vqa_closed_accuracy", "vqa_closed_token_f1", "vqa_open_token_f1", "vqa_open_token_recall")
-
-SPEC = MetricSpec(
-    name="vqa",
-    description="VQA tokenized F1, closed (yes/no) accuracy and open token recall (MedGemma / RadHarmony protocol)",
-    env="core",
-    columns=COLUMNS,
-    leaves=(
-        mean_leaf("vqa_token_f1", "VQA token F1"),
-        mean_leaf("vqa_closed_accuracy", "VQA closed accuracy"),
-        mean_leaf("vqa_closed_token_f1", "VQA closed token F1"),
-        mean_leaf("vqa_open_token_f1", "VQA open token F1"),
-        mean_leaf("vqa_open_token_recall", "VQA open token recall"),
-    ),
-    resources=Resources(mem_mb=1000, runtime_min=10),
-)
 
 # leaf -> (RadHarmony row label, column in that row)
 RESULT_ROWS = {
@@ -157,8 +142,27 @@ def score_frame(pairs, closed=None):
     return out
 
 
-def score(pairs, settings, inputs):
-    return score_frame(pairs)
+class VQA(Metric):
+    name = "vqa"
+    description = "VQA tokenized F1, closed (yes/no) accuracy and open token recall (MedGemma / RadHarmony protocol)"
+    family = "core"
+    columns = COLUMNS
+    leaves = (
+        mean_leaf("vqa_token_f1", "VQA token F1"),
+        mean_leaf("vqa_closed_accuracy", "VQA closed accuracy"),
+        mean_leaf("vqa_closed_token_f1", "VQA closed token F1"),
+        mean_leaf("vqa_open_token_f1", "VQA open token F1"),
+        mean_leaf("vqa_open_token_recall", "VQA open token recall"),
+    )
+    # NaN outside a sample's subset (closed / open question), by design: mean leaves skip them.
+    nan_columns = ("vqa_closed_accuracy", "vqa_closed_token_f1", "vqa_open_token_f1", "vqa_open_token_recall")
+    default_resources = Resources(mem_mb=1000, runtime_min=10)
+
+    def score(self, pairs, settings, inputs, runtime):
+        return score_frame(pairs)
+
+
+METRIC = VQA()
 
 
 def result_rows(wide):

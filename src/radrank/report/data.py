@@ -15,12 +15,6 @@ import numpy as np
 
 from radrank import metrics
 
-# The judges' explanations shown beside their cases: metric -> columns read for the drill-down rows.
-EXPLANATIONS = {
-    "green": ("green_analysis", "green_matched", "green_significant", "green_insignificant",
-              *(f"green_sig_{c}" for c in "abcdef"), "green_unparsed_reason"),
-    "crimson": ("crimson_response", "crimson_reason"),
-}
 CONTEXT_COLUMNS = ("context", "age", "sex", "indication", "comparison")
 
 
@@ -37,7 +31,7 @@ class SampleColumn:
 
 def is_count_leaf(leaf) -> bool:
     """A leaf that counts samples (e.g. GREEN unparsed), not a quality score."""
-    return not leaf.is_mean and tuple(leaf.stats) == (leaf.name,)
+    return leaf.is_count
 
 
 def sample_columns(metric_name: str) -> list[SampleColumn]:
@@ -181,7 +175,7 @@ def _case_details(cases, values, models: dict, metric_names: list):
         pairs_prov[model] = meta
         merged = chosen.merge(texts, on="sample_id", how="left", validate="one_to_one")
         for name in metric_names:
-            explanation = [c for c in EXPLANATIONS.get(name, ()) if c in set(metrics.get(name).columns)]
+            explanation = list(metrics.get(name).explained_by)  # the columns its explain() reads
             if explanation:
                 extra, _ = _read(models[model]["scores"][name], ["sample_id", *explanation],
                                  filters=[("sample_id", "in", ids)])

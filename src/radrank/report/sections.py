@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from radrank.leaderboard import META_COLUMNS, REXRANK_COLUMNS
+from radrank import metrics
+from radrank.leaderboard import META_COLUMNS, rexrank_columns
 from radrank.report import figures
 from radrank.report.data import Group, is_count_leaf
 from radrank.report.page import Cell, Table, details, esc, figure, num, pval, slug
@@ -19,10 +20,6 @@ from radrank.stats import ranks
 HEADLINE_LIMIT = 8
 DROP_ROWS_SHOWN = 50
 RANK_COLUMNS = ("Rank CI", "Rank CI low", "Rank CI high", "P(rank=1)", "Tied with")
-GREEN_ERRORS = {  # GREEN's clinically significant error categories (a)–(f)
-    "a": "false finding", "b": "missing finding", "c": "wrong location", "d": "wrong severity",
-    "e": "comparison not in the reference", "f": "comparison omitted",
-}
 
 
 @dataclass
@@ -39,7 +36,7 @@ def headline_leaves(group: Group) -> list[str]:
     """The rank leaf, then ReXrank's columns, then the other computed leaves; no counts; at most 8."""
     computed = {leaf.name: leaf for leaf in group.leaves if not is_count_leaf(leaf)}
     estimated = set(group.summary.loc[np.isfinite(group.summary["estimate"].astype(float)), "metric"])
-    order = [group.rank_leaf] + [leaf for _, leaf in REXRANK_COLUMNS if leaf] + list(computed)
+    order = [group.rank_leaf] + [col.leaf for col in rexrank_columns() if not col.reciprocal] + list(computed)
     out = [name for name in dict.fromkeys(order) if name in computed and name in estimated]
     return out[:HEADLINE_LIMIT]
 
@@ -289,70 +286,14 @@ def _distribution_part(group: Group, base: str, headline: list, part: Part):
 # --- drill-down -----------------------------------------------------------------------------------------
 
 
-def _green_html(row) -> str:
-    if "green_analysis" not in row or _text(row.get("green_analysis")) == "" and \
-            _text(row.get("green_unparsed_reason")) == "":
+def explanation_html(explanation) -> str:
+    """A judge's :class:`~radrank.metrics.base.Explanation` of one case, escaped."""
+    if explanation is None:
         return ""
-    if _text(row.get("green_unparsed_reason")):
-        head = f"<span class=\"err\">GREEN: not parsed ({esc(row['green_unparsed_reason'])})</span>"
-    else:
-        errors = ", ".join(f"{GREEN_ERRORS[c]} {int(row[f'green_sig_{c}'])}" for c in GREEN_ERRORS
-                           if f"green_sig_{c}" in row and np.isfinite(row[f"green_sig_{c}"]) and row[f"green_sig_{c}"])
-        head = (f"<b>GREEN</b> matched findings {num(row.get('green_matched'), 0)}; clinically significant errors "
-                f"{num(row.get('green_significant'), 0)}{f' ({esc(errors)})' if errors else ''}; insignificant "
-                f"{num(row.get('green_insignificant'), 0)}")
-    return head + details("judge's analysis", f"<pre>{esc(_text(row.get('green_analysis')))}</pre>")
-
-
-def crimson_errors(response: str):
-    """(false findings, missing findings, attribute errors) as readable strings from a CRIMSON answer,
-    or None when the answer is not the JSON object the judge was asked for."""
-    from radrank.metrics.crimson import extract_json_text
-
-    try:
-        data = json.loads(extract_json_text(response))
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-
-    def findings(key):
-        items = data.get(key) or []
-        return {str(f.get("id")): f for f in items if isinstance(f, dict)}
-
-    ref, pred = findings("reference_findings"), findings("predicted_findings")
-    errors = data.get("errors") if isinstance(data.get("errors"), dict) else {}
-
-    def describe(table, fid):
-        f = table.get(str(fid), {})
-        sig = f.get("clinical_significance")
-        return f"{f.get('finding', fid)}" + (f" ({sig})" if sig else "")
-
-    false = [describe(pred, fid) for fid in errors.get("false_findings") or []]
-    missing = [describe(ref, fid) for fid in errors.get("missing_findings") or []]
-    attribute = []
-    for e in errors.get("attribute_errors") or []:
-        if isinstance(e, dict):
-            kinds = ", ".join(map(str, e.get("error_types") or []))
-            attribute.append(f"{describe(pred, e.get('pred_id'))}: {kinds}"
-                             + (f" ({e['severity']})" if e.get("severity") else ""))
-        else:
-            attribute.append(str(e))
-    return false, missing, attribute
-
-
-def _crimson_html(row) -> str:
-    if "crimson_response" not in row or _text(row.get("crimson_response")) == "":
-        return ""
-    response = _text(row["crimson_response"])
-    parsed = None if _text(row.get("crimson_reason")) else crimson_errors(response)
-    raw = details("judge's answer", f"<pre>{esc(response)}</pre>")
-    if parsed is None:
-        return f"<span class=\"err\">CRIMSON: not scored ({esc(_text(row.get('crimson_reason')) or 'unparsed')})</span>{raw}"
-    lines = []
-    for title, items in zip(("false findings", "missing findings", "attribute errors"), parsed):
-        lines.append(f"{title}: " + ("; ".join(esc(i) for i in items) if items else "none"))
-    return "<b>CRIMSON</b> " + "<br>".join(lines) + raw
+    folded = details(explanation.details_title, f"<pre>{esc(explanation.details)}</pre>") if explanation.details else ""
+    if explanation.failure is not None:
+        return f"<span class=\"err\">{esc(explanation.label)}: {esc(explanation.failure)}</span>{folded}"
+    return f"<b>{esc(explanation.label)}</b> " + "<br>".join(esc(line) for line in explanation.summary) + folded
 
 
 def _context(row) -> str:
@@ -368,7 +309,7 @@ def _cases_part(group: Group, n_cases: int, part: Part):
         part.html.append("<p class=\"note\">No per-sample value of the rank metric: no cases to show.</p>")
         return
     names = group.names
-    judges = [m for m in ("green", "crimson") if m in group.metric_names]
+    judges = [metrics.get(m) for m in group.metric_names if metrics.get(m).explained_by]
     direction = "lowest" if rank_col.higher_is_better else "highest"
     part.html.append(
         f"<p>For each model, its {n_cases} worst and {n_cases} best cases on {esc(rank_col.label)} (worst = "
@@ -392,7 +333,8 @@ def _cases_part(group: Group, n_cases: int, part: Part):
                    Cell(_text(r.get("reference")), cls="text"), Cell(_text(r.get("hypothesis")), cls="text"),
                    Cell(_context(r), cls="text ctx")]
             if judges:
-                row.append(Cell("<br>".join(h for h in (_green_html(r), _crimson_html(r)) if h), cls="text judge",
+                row.append(Cell("<br>".join(h for h in (explanation_html(j.explain(r)) for j in judges) if h),
+                                cls="text judge",
                                 raw=True))
             table_rows.append(row)
         scored = int(np.isfinite(group.values.loc[group.values["model"] == model, rank_col.column]).sum())
@@ -546,7 +488,7 @@ def provenance_part(groups: list, config_hash: str | None = None) -> Part:
                            s.get("seed", ""), s.get("level", ""), s.get("n_cases", ""), s.get("method", "")])
         for (model, metric), p in sorted(g.provenance.get("scores", {}).items()):
             env = p.get("environment") or {}
-            key = (metric, p.get("metric_version"), env.get("env"), p.get("model"), _compact(p.get("models")),
+            key = (metric, p.get("metric_version"), env.get("env"), _compact(p.get("models")),
                    _compact(p.get("settings")), _compact(env.get("packages")), env.get("python"))
             metric_rows.setdefault(key, []).append(f"{g.key}/{model}")
         for model in g.order:
@@ -557,9 +499,9 @@ def provenance_part(groups: list, config_hash: str | None = None) -> Part:
     stats = Table(["Dataset / split", "radrank", "Config hash", "Resamples", "Seed", "Level", "Cases", "Method"],
                   stats_rows, text_columns=(0, 1, 2, 7))
     metric_table = Table(
-        ["Metric", "Version", "Environment", "Model", "Models and weights", "Settings", "Packages", "Python", "Files"],
+        ["Metric", "Version", "Environment", "Models and weights", "Settings", "Packages", "Python", "Files"],
         [[*k, len(v)] for k, v in sorted(metric_rows.items(), key=lambda kv: tuple(map(str, kv[0])))],
-        text_columns=(0, 2, 3, 4, 5, 6))
+        text_columns=(0, 2, 3, 4, 5))
     sources = Table(["Dataset / split", "Model", "Model id", "Format", "Source", "sha256", "Pairs"], source_rows,
                     text_columns=(0, 1, 2, 3, 4, 5))
     body = ("<h3>Statistics</h3>" + stats.html() + "<h3>Metrics</h3><p class=\"note\">One row per distinct "

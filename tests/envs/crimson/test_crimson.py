@@ -10,7 +10,11 @@
 * the hf backend end to end on a tiny random Gemma-3 of the CRIMSON model's class through the
   package's own pipeline (tiny_crimson.py);
 * the openai backend against a fake OpenAI-compatible server on 127.0.0.1, with the key read
-  from the environment and found nowhere in outputs, logs or provenance.
+  from the environment and found nowhere in outputs, logs or provenance;
+* the contract answers: settings refused at load, env / GPUs / weights per backend (a missing
+  model is refused by the load-time check for hf and vllm alike), the report's explanation.
+
+The metric contract itself (tests/contract.py) runs in test_contract.py.
 """
 
 from __future__ import annotations
@@ -18,22 +22,23 @@ from __future__ import annotations
 import json
 import logging
 import math
-import time
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from fake_openai import FakeOpenAI, user_text
 
-pd = pytest.importorskip("pandas")
-pytest.importorskip("CRIMSON")
-
-import tiny_crimson  # noqa: E402
-from fake_openai import FakeOpenAI, user_text  # noqa: E402
-
-from radrank import metrics  # noqa: E402
-from radrank.errors import ConfigError, MissingWeightsError  # noqa: E402
-from radrank.metrics import crimson  # noqa: E402
+from radrank import metrics
+from radrank.errors import ConfigError
+from radrank.metrics import crimson
+from radrank.runtime import Runtime, available
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REPO = Path(__file__).resolve().parents[3]
+METRIC = crimson.METRIC
 
 
 def F(i, finding, significance):
@@ -185,26 +190,30 @@ def test_prompts_equal_package(backend):
     refs = [VECTORS[0][0], VECTORS[1][0], VECTORS[2][0]]
     hyps = [VECTORS[0][1], VECTORS[1][1], VECTORS[2][1]]
     pairs = _pairs(refs, hyps, ages=[82.0, math.nan, 25.0], indications=["Routine preoperative evaluation", None, None])
-    s = {**crimson.SPEC.settings, "backend": backend}
+    s = METRIC.settings({"backend": backend})
     ours = crimson.build_prompts(pairs, s)
     api, name = ("hf", crimson.DEFAULT_MODEL) if backend == "hf" else ("openai", "gpt-5.2")
     ctxs = [{"age": "82", "indication": "Routine preoperative evaluation"}, None, {"age": "25"}]
     assert ours == [_package_prompt(api, name, r, h, c) for r, h, c in zip(refs, hyps, ctxs)]
     assert "Patient Context:\n    age: 82\n    indication: Routine preoperative evaluation" in ours[0]
     assert "Patient Context" not in ours[1]
-    without = crimson.build_prompts(pairs, {**s, "patient_context": False})
+    without = crimson.build_prompts(pairs, s.replace(patient_context=False))
     assert all("Patient Context" not in p for p in without)
 
 
 def test_guidelines_rule():
-    base = crimson.SPEC.settings
-    assert not crimson.uses_guidelines(base)  # the fine-tuned model was trained without them
-    assert not crimson.uses_guidelines({**base, "model": "/models/rajpurkarlab/medgemma-4b-it-crimson"})
-    assert crimson.uses_guidelines({**base, "model": "/models/some-other-llm"})
-    assert crimson.uses_guidelines({**base, "backend": "openai"})
-    assert not crimson.uses_guidelines({**base, "backend": "openai", "include_guidelines": False})
-    with pytest.raises(ConfigError):
-        crimson.uses_guidelines({**base, "include_guidelines": "sometimes"})
+    def uses(**values):
+        return crimson.uses_guidelines(METRIC.settings(values))
+
+    assert not uses()  # the fine-tuned model was trained without them
+    assert not uses(model="/models/rajpurkarlab/medgemma-4b-it-crimson")
+    assert uses(model="/models/some-other-llm")
+    assert uses(backend="openai")
+    assert not uses(backend="openai", include_guidelines=False)
+    assert uses(include_guidelines=True)
+    for wrong in ("sometimes", "true", 1):  # a string or a number is not a switch: refused at load
+        with pytest.raises(ConfigError, match=r"metric_settings\.crimson\.include_guidelines"):
+            METRIC.settings({"include_guidelines": wrong})
 
 
 # --- hf backend on a tiny Gemma-3 ---------------------------------------------------------------------------
@@ -213,11 +222,9 @@ FENCED = "```json\n" + json.dumps(VECTORS[0][2]) + "\n```"
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("crimson-tiny")
-    return {"fenced": str(tiny_crimson.build(root / "fenced", answer=FENCED)),
-            "plain": str(tiny_crimson.build(root / "plain", answer=json.dumps(RADEVAL_MOCK[1][0]))),
-            "junk": str(tiny_crimson.build(root / "junk"))}
+def tiny(tiny_model):
+    return {"fenced": tiny_model(FENCED), "plain": tiny_model(json.dumps(RADEVAL_MOCK[1][0])),
+            "junk": tiny_model(None)}
 
 
 @pytest.mark.parametrize("hf_engine", [True, False])
@@ -257,13 +264,11 @@ def test_hf_end_to_end(tiny, monkeypatch, hf_engine, tmp_path):
     prov = out.attrs["models"]
     assert prov["crimson"]["generation"].get("do_sample", False) is False
     assert prov["include_guidelines"] is True
+    assert prov["crimson"]["model"]["weights_sha256"]
     if hf_engine:
-        assert prov["crimson"]["model"]["weights_sha256"]
         seen.clear()
         again = metrics.score("crimson", pairs, settings)  # every answer now comes from the response cache
         assert seen == [] and again["crimson"].tolist() == out["crimson"].tolist()
-    else:
-        assert prov["crimson"]["weights_sha256"]
 
 
 def test_engine_prompts_tokenise_as_the_package_pipeline(tiny):
@@ -273,12 +278,12 @@ def test_engine_prompts_tokenise_as_the_package_pipeline(tiny):
     from transformers import AutoTokenizer
 
     prompt = crimson.build_prompts(_pairs([VECTORS[0][0]], [VECTORS[0][1]], ages=[82.0], indications=["Dyspnea"]),
-                                   crimson.SPEC.settings)[0]
+                                   METRIC.settings())[0]
     messages = crimson.package_messages(prompt)
     assert [m["role"] for m in messages] == ["system", "user"] and messages[1]["content"] == prompt
     assert repr(messages[0]["content"])[1:-1] in inspect.getsource(CRIMSONScore._chat_completion_batch)
     tok = AutoTokenizer.from_pretrained(tiny["fenced"])
-    loaded = crimson.load_generator({**crimson.SPEC.settings, "model": tiny["fenced"], "device": "cpu"})
+    loaded = crimson.load_generator(METRIC.settings({"model": tiny["fenced"], "device": "cpu"}), Runtime())
     expected = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True,
                                        return_dict=True)["input_ids"]
     assert loaded.generator.encode([crimson.render(tok, prompt)])[0] == list(expected)
@@ -309,16 +314,142 @@ def test_hf_junk_gives_nan_with_reason(tiny):
     assert single["crimson_reason"].str.match(r"(unparsed_json|empty_response)( \(answer cut|$)").all()
 
 
-def test_missing_weights_fail_fast():
-    pairs = _pairs(["a"], ["b"])
-    start = time.perf_counter()
-    with pytest.raises(MissingWeightsError) as err:
-        metrics.score("crimson", pairs, {"model": "radrank-test/not-in-any-cache"})
-    assert time.perf_counter() - start < 5
-    assert "radrank-test/not-in-any-cache" in str(err.value)
-    assert "metric_settings.crimson.model" in str(err.value)
-    with pytest.raises(MissingWeightsError, match="metric_settings.crimson.model"):
-        metrics.score("crimson", pairs, {"model": "/nonexistent/crimson-model"})
+# A job whose model is missing: it must fail in resolution, before torch or transformers is imported
+# and without a connection (the hub is off), for each local backend.
+MISSING_WEIGHTS_JOB = """
+import json, socket, sys
+import pandas as pd
+
+def refuse(*args, **kwargs):
+    raise AssertionError("a connection was attempted")
+
+socket.socket.connect = refuse
+from radrank import metrics
+from radrank.errors import MissingWeightsError
+
+pairs = pd.DataFrame({"sample_id": ["s0"], "reference": ["a"], "hypothesis": ["b"]})
+errors = []
+for settings in json.loads(sys.argv[1]):
+    try:
+        metrics.score("crimson", pairs, settings)
+        errors.append(None)
+    except MissingWeightsError as e:
+        errors.append(str(e))
+print(json.dumps({"errors": errors, "imported": sorted(m for m in ("torch", "transformers", "vllm")
+                                                       if m in sys.modules)}))
+"""
+
+
+def test_missing_weights_fail_before_anything_loads():
+    cases = [{"model": "radrank-test/not-in-any-cache"}, {"model": "/nonexistent/crimson-model"},
+             {"model": "radrank-test/not-in-any-cache", "hf_engine": False},
+             {"model": "radrank-test/not-in-any-cache", "backend": "vllm"}]
+    done = subprocess.run([sys.executable, "-c", MISSING_WEIGHTS_JOB, json.dumps(cases)], cwd=REPO, text=True,
+                          capture_output=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["imported"] == []
+    for case, error in zip(cases, result["errors"]):
+        assert error is not None, case
+        assert case["model"] in error and "metric_settings.crimson.model" in error, error
+
+
+@pytest.mark.parametrize("backend", ["hf", "vllm"])
+def test_load_time_check_refuses_a_missing_model(backend):
+    """What the workflow checks when it loads: the same references the job resolves, for vllm as for hf."""
+    (ref,) = METRIC.weights(METRIC.settings({"backend": backend, "model": "org/absent"}))
+    why = available(ref)
+    assert why is not None
+    message = str(ref.missing(why))
+    assert "org/absent" in message and "metric_settings.crimson.model" in message
+
+
+def test_env_gpus_and_weights_follow_the_backend():
+    hf, vllm, api = (METRIC.settings({"backend": b, "tensor_parallel_size": 2}) for b in ("hf", "vllm", "openai"))
+    assert [METRIC.env(s) for s in (hf, vllm, api)] == ["crimson", "vllm", "crimson"]
+    assert [METRIC.gpus(s) for s in (hf, vllm, api)] == [1, 2, 0]
+    assert [METRIC.resources(s).gpu for s in (hf, vllm, api)] == [1, 2, 0]
+    assert [r.ref for r in METRIC.weights(hf)] == [r.ref for r in METRIC.weights(vllm)] == [crimson.DEFAULT_MODEL]
+    assert METRIC.weights(api) == ()
+    revision = METRIC.weights(METRIC.settings({"revision": "abc123"}))[0]
+    assert revision.revision == "abc123" and revision.need == "model"
+
+
+def test_settings_are_checked_at_load():
+    with pytest.raises(ConfigError, match=r"metric_settings\.crimson\.max_new_tokens"):
+        METRIC.settings({"max_new_tokens": None})  # the engine needs a budget
+    assert METRIC.settings({"max_new_tokens": None, "hf_engine": False}).max_new_tokens is None
+    with pytest.raises(ConfigError, match=r"metric_settings\.crimson\.model"):
+        METRIC.settings({"model": " "})
+    assert METRIC.settings({"model": "", "backend": "openai"}).backend == "openai"  # no model for an API
+    with pytest.raises(ConfigError, match=r"metric_settings\.crimson\.api_model"):
+        METRIC.settings({"backend": "openai", "api_model": ""})
+    with pytest.raises(ConfigError, match=r"metric_settings\.crimson\.concurrency"):
+        METRIC.settings({"concurrency": 0})
+    with pytest.raises(ConfigError, match=r"metric_settings\.crimson\.device"):
+        METRIC.settings({"device": "gpu0"})
+    identity = METRIC.identity(METRIC.settings())
+    for speed_only in ({"batch_size": 1}, {"concurrency": 1}, {"request_timeout": 5.0}, {"max_retries": 0},
+                       {"api_key_env": "OTHER_KEY"}, {"tensor_parallel_size": 2}, {"cache_dir": "off"}):
+        assert METRIC.identity(METRIC.settings(speed_only)) == identity, speed_only
+    for scoring in ({"backend": "vllm"}, {"base_url": "http://127.0.0.1:1/v1"}, {"include_guidelines": True},
+                    {"hf_engine": False}, {"max_new_tokens": 512}, {"retry": False}, {"max_model_len": 4096}):
+        assert METRIC.identity(METRIC.settings(scoring)) != identity, scoring
+
+
+def test_package_pipeline_loaded_once_and_configured_per_call(tiny, monkeypatch):
+    """hf_engine false: the package's pipeline is loaded once per process; each call's generation settings
+    start from the model's generation_config as loaded (none carried over from an earlier call)."""
+    from CRIMSON import CRIMSONScore
+
+    from radrank.runtime import clear_models
+
+    clear_models()
+    built = []
+    real = CRIMSONScore.__init__
+
+    def counting(self, *args, **kwargs):
+        built.append(kwargs.get("model_name"))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(CRIMSONScore, "__init__", counting)
+    pairs = _pairs([VECTORS[0][0]], [VECTORS[0][1]])
+    runs = [{"max_new_tokens": 5}, {"max_new_tokens": None}, {"greedy": False, "max_new_tokens": 7}]
+    generation = []
+    for extra in runs:
+        out = metrics.score("crimson", pairs, {"model": tiny["fenced"], "hf_engine": False, **extra})
+        assert out["crimson"].tolist() == [0.2778]
+        generation.append(out.attrs["models"]["crimson"]["generation"])
+    assert built == [tiny["fenced"]]  # one pipeline for the three calls
+    assert [g["max_new_tokens"] for g in generation] == [5, 12, 7]  # 12: the tiny model's generation_config
+    assert [g["do_sample"] for g in generation] == [False, False, False]  # the tiny model's own is greedy
+
+
+# --- the report's explanation ---------------------------------------------------------------------------------
+
+
+def test_explain_a_scored_answer():
+    answer = "```json\n" + json.dumps(VECTORS[0][2]) + "\n```"
+    shown = METRIC.explain(crimson.score_response(answer))
+    assert shown.label == "CRIMSON" and shown.failure is None
+    assert shown.summary == ("false findings: mild degenerative changes of the spine (not_actionable_not_urgent)",
+                             "missing findings: small left pleural effusion (actionable_not_urgent)",
+                             "attribute errors: small right pneumothorax (urgent): severity (significant)")
+    assert shown.details_title == "judge's answer" and shown.details == answer
+    perfect = METRIC.explain(crimson.score_response(json.dumps(RADEVAL_MOCK[0][0])))
+    assert perfect.summary == ("false findings: none", "missing findings: none", "attribute errors: none")
+
+
+def test_explain_an_unscored_answer():
+    shown = METRIC.explain(pd.Series(crimson.score_response("I cannot evaluate these reports.")))
+    assert shown.failure == "not scored (unparsed_json)" and shown.summary == ()
+    assert shown.details == "I cannot evaluate these reports."
+    # A row without a reason whose answer is not the JSON object the judge was asked for.
+    assert METRIC.explain({"crimson_response": "[1, 2]", "crimson_reason": ""}).failure == "not scored (unparsed)"
+    for empty in ({"crimson_response": "", "crimson_reason": "api_error: x"}, {"crimson_response": math.nan},
+                  {}):
+        assert METRIC.explain(empty) is None
 
 
 # --- openai backend against a fake server -------------------------------------------------------------------
@@ -347,24 +478,22 @@ def _write_pairs(tmp_path, pairs):
     return path
 
 
-def test_openai_backend_fake_server(tmp_path, monkeypatch, caplog, capsys):
-    from radrank import io, jobs
+OPENAI_REFS = [c[0] for c in VECTORS] + ["GARBLED", "NO ANSWER"]
+OPENAI_HYPS = [c[1] for c in VECTORS] + ["x", "y"]
 
+
+def _openai_settings(server) -> dict:
+    return {"backend": "openai", "api_model": "judge-test", "base_url": server.base_url, "api_key_env": KEY_ENV,
+            "concurrency": 3, "max_retries": 0, "request_timeout": 20}
+
+
+def test_openai_backend_fake_server(monkeypatch, caplog, capsys):
     monkeypatch.setenv(KEY_ENV, KEY)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    refs = [c[0] for c in VECTORS] + ["GARBLED", "NO ANSWER"]
-    hyps = [c[1] for c in VECTORS] + ["x", "y"]
-    pairs = _pairs(refs, hyps, ages=[60.0] + [math.nan] * 6, indications=["Dyspnea"] + [None] * 6)
-    out_path = tmp_path / "scores.parquet"
+    pairs = _pairs(OPENAI_REFS, OPENAI_HYPS, ages=[60.0] + [math.nan] * 6, indications=["Dyspnea"] + [None] * 6)
     with FakeOpenAI(_responder) as server, caplog.at_level(logging.DEBUG):
-        settings = {"backend": "openai", "api_model": "judge-test", "base_url": server.base_url,
-                    "api_key_env": KEY_ENV, "concurrency": 3, "max_retries": 0, "request_timeout": 20}
-        jobs.score(metric="crimson", pairs_path=_write_pairs(tmp_path, pairs), required={}, settings=settings,
-                   out=out_path)
-        out = metrics.score("crimson", pairs, settings)
-    written = pd.read_parquet(out_path)
-    assert written["crimson"].iloc[:5].tolist() == [c[3] for c in VECTORS]
+        out = metrics.score("crimson", pairs, _openai_settings(server))
     assert out["crimson"].iloc[:5].tolist() == [c[3] for c in VECTORS]
     assert out["crimson_reason"].iloc[5] == "unparsed_json"
     assert out["crimson_reason"].iloc[6].startswith("api_error: InternalServerError")
@@ -376,17 +505,34 @@ def test_openai_backend_fake_server(tmp_path, monkeypatch, caplog, capsys):
     assert body["model"] == "judge-test" and body["temperature"] == 0.0 and body["seed"] == 42
     assert body["response_format"] == {"type": "json_object"}
     assert body["messages"][0]["role"] == "system"
+    assert out.attrs["models"]["crimson"]["base_url"] == server.base_url
     first = next(r["body"] for r in server.requests if VECTORS[0][0] in user_text(r["body"]))
     assert "Patient Context:\n    age: 60\n    indication: Dyspnea" in user_text(first)
     assert "Examples of typical classifications" in user_text(first)  # guidelines on for API models
     # The key is nowhere: not in the scores, their provenance, the logs or the console.
     captured = capsys.readouterr()
-    assert KEY not in out_path.read_bytes().decode("latin-1")
-    assert KEY not in json.dumps(io.read_provenance(out_path))
     assert KEY not in json.dumps(out.attrs, default=str)
     assert KEY not in out.to_json()
     assert KEY not in caplog.text
     assert KEY not in captured.out + captured.err
+
+
+def test_openai_key_not_in_the_written_scores(tmp_path, monkeypatch):
+    """The scoring job writes the scores and their provenance: the key is in neither."""
+    from radrank import io, jobs
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    pairs = _pairs(OPENAI_REFS, OPENAI_HYPS)
+    out_path = tmp_path / "scores.parquet"
+    with FakeOpenAI(_responder) as server:
+        config = {"metric_settings": {"crimson": _openai_settings(server)}}
+        identity = METRIC.identity(metrics.configured("crimson", config))
+        job = jobs.Score.from_params({"metric": "crimson", "identity": identity}, config)
+        job.run(jobs.Files(pairs=_write_pairs(tmp_path, pairs)), jobs.Files(scores=out_path))
+    written = pd.read_parquet(out_path)
+    assert written["crimson"].iloc[:5].tolist() == [c[3] for c in VECTORS]
+    assert KEY not in out_path.read_bytes().decode("latin-1")
+    assert KEY not in json.dumps(io.read_provenance(out_path))
 
 
 def test_openai_missing_key_is_a_config_error(monkeypatch):
@@ -397,7 +543,7 @@ def test_openai_missing_key_is_a_config_error(monkeypatch):
 
 
 def test_unknown_backend():
-    with pytest.raises(ConfigError, match="backend"):
+    with pytest.raises(ConfigError, match=r"metric_settings\.crimson\.backend"):
         metrics.score("crimson", _pairs(["a"], ["b"]), {"backend": "tgi"})
 
 

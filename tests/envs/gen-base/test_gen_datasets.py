@@ -9,7 +9,8 @@ import os
 import pytest
 
 import tiny_data
-from radrank.datasets import ADAPTERS, make_adapter
+from radrank import datasets
+from radrank.datasets import make_adapter
 from radrank.datasets.base import resolve_path
 from radrank.errors import ConfigError, InputError
 from radrank.sections import parse_section
@@ -51,9 +52,12 @@ def test_resolve_path_rules(tmp_path):
 
 
 def test_registry():
-    assert set(ADAPTERS) == {"mimic_cxr", "iu_xray", "chexpert_plus", "rexgradient", "vqa_rad", "slake",
-                             "mimic_ext_cxr_qba"}
-    with pytest.raises(KeyError):
+    assert set(datasets.names()) == {"mimic_cxr", "iu_xray", "chexpert_plus", "rexgradient", "vqa_rad", "slake",
+                                     "mimic_ext_cxr_qba"}
+    for name in datasets.names():
+        cls = datasets.adapter_class(name)
+        assert issubclass(cls, datasets.DatasetAdapter) and cls.__module__ == f"radrank.datasets.{name}"
+    with pytest.raises(KeyError, match="unknown dataset 'nope'; known datasets: mimic_cxr"):
         make_adapter("nope", "/tmp")
     with pytest.raises(ConfigError):
         make_adapter("vqa_rad", "/definitely/not/here")

@@ -13,13 +13,14 @@ from radrank.backbones import chexagent2
 from radrank.errors import ConfigError
 
 import fakes
+from _strict import reference
 
 
 def _gen(task="report", **settings):
     s = {**chexagent2.SPEC.settings, "device": "cpu", **settings}
     tok = fakes.CheXagentTokenizer()
     model = fakes.EchoModel(tok)
-    rec = chexagent2.CheXagent2(s, task, model=model, tokenizer=tok, model_path=None, device="cpu", dtype=None)
+    rec = chexagent2.CheXagent2(s, task, model=model, tokenizer=tok, device="cpu", dtype=None)
     return rec.callable(), tok, model
 
 
@@ -39,8 +40,8 @@ def test_reads_image_files_pil_written_raster_as_is(tmp_path, cxr_images):
 
 
 def test_dicom_paths_are_windowed_to_png(tmp_path):
-    pytest.importorskip("pydicom")
-    pytest.importorskip("monai")
+    reference("pydicom", "gen-medgemma installs radrank.images' DICOM stack")
+    reference("monai", "gen-medgemma installs radrank.images' DICOM stack")
     dcm = tmp_path / "study.dcm"
     _write_dicom(dcm)
     gen, tok, model = _gen(recipe="single", image_dir=str(tmp_path / "work"))
@@ -79,8 +80,8 @@ def test_impression_step_and_vqa(cxr_images):
     ans, tok, model = _gen(task="vqa")
     assert ans(cxr_images[:2], ["Is there an effusion?", "Where is the tube?"]) == ["re:effusion?", "re:tube?"]
     assert len(model.calls) == 1
-    with pytest.raises(ConfigError, match="recipe must be"):
-        _gen(recipe="abcde")
+    with pytest.raises(ConfigError, match=r"backbone_settings\.chexagent2\.recipe must be one of"):
+        backbones.load("chexagent2", {"recipe": "abcde"})  # refused with the settings, before any weights
 
 
 def test_loader_gates_remote_code_and_passes_trust(tmp_path, monkeypatch, cxr_images):

@@ -6,6 +6,7 @@ import pytest
 
 from radrank import backbones
 from radrank.datasets.base import indication_of
+from radrank.runtime import Runtime, available, weights_digest
 
 REPORTS = [
     "INDICATION: Cough and fever. FINDINGS: Small left pleural effusion. IMPRESSION: Effusion.",
@@ -79,13 +80,20 @@ def test_vqa_answerer(tiny_gemma3, cxr_images):
         ans(cxr_images, questions[:2])
 
 
-def test_provenance_and_processor_backend(tiny_gemma3, cxr_images):
+def test_loads_what_the_workflow_checks_and_records_its_provenance(tiny_gemma3, cxr_images):
     import transformers
 
-    gen = _load(tiny_gemma3)
+    rt = Runtime()
+    settings = {"model": str(tiny_gemma3), "max_new_tokens": 6}
+    gen = backbones.load("medgemma", settings, runtime=rt)
+    declared = backbones.weights("medgemma", backbones.settings("medgemma", settings), "entry")
+    assert [(r.ref, r.need, r.revision) for r in rt.resolved] == [(r.ref, r.need, r.revision) for r in declared]
+    assert [available(r) for r in declared] == [None]
     prov = gen.provenance()
     assert prov["backbone"] == "medgemma" and prov["task"] == "report"
     assert prov["model"]["id"] == str(tiny_gemma3) and len(prov["model"]["weights_sha256"]) == 64
+    assert prov["model"]["weights_sha256"] == weights_digest(sorted(tiny_gemma3.glob("*.safetensors")))
+    assert {"config.json", "tokenizer.json"} <= set(prov["model"]["files_sha256"])
     assert prov["packages"]["transformers"] == transformers.__version__
     if int(transformers.__version__.split(".")[0]) >= 5:
         assert type(gen.processor.image_processor).__name__.endswith("Pil")  # no torchvision needed

@@ -11,19 +11,21 @@ import pytest
 @pytest.fixture(scope="module")
 def green_gen(green_dir, tmp_path_factory):
     from radrank.metrics import green
+    from radrank.runtime import Runtime
 
-    settings = {**green.SPEC.settings, "model": str(green_dir), "max_new_tokens": 8, "batch_size": 4,
-                "cache_dir": str(tmp_path_factory.mktemp("cache"))}
-    return green.load_generator(settings).generator
+    s = green.METRIC.settings({"model": str(green_dir), "max_new_tokens": 8, "batch_size": 4,
+                               "cache_dir": str(tmp_path_factory.mktemp("cache"))})
+    return green.load_generator(s, Runtime()).generator
 
 
 @pytest.fixture(scope="module")
 def gemma_gen(gemma_dir):
     from radrank import engine
+    from radrank.runtime import Runtime
 
-    settings = {"device": "cpu", "dtype": "fp32", "batch_size": 3, "max_new_tokens": 6, "max_total_tokens": 512,
-                "static_cache": False}
-    return engine.load_local_generator(str(gemma_dir), metric="test", settings=settings,
+    s = engine.JudgeSettings.build({"model": str(gemma_dir), "device": "cpu", "dtype": "fp32", "batch_size": 3,
+                                    "max_new_tokens": 6, "max_total_tokens": 512, "static_cache": False})
+    return engine.load_local_generator(engine.model_ref("test", "test.model", s), s, Runtime(),
                                        add_special_tokens=False).generator
 
 

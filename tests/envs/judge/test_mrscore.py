@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import math
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
+
+from radrank import metrics
+from radrank.runtime import Runtime
 
 # --- rubric: formula and parser ------------------------------------------------------------------------------
 
@@ -85,8 +87,9 @@ def test_rubric_with_scripted_judge(pairs, scripted, tmp_path):
             return "never a verdict"
         return _answer(zero)
 
-    out = mr.score(pairs, {**mr.SPEC.settings, "cache_dir": str(tmp_path)}, {}, generator=scripted(answer))
-    assert list(out.columns) == ["sample_id", *mr.SPEC.columns]
+    out = metrics.score("mrscore_rubric", pairs, {"cache_dir": str(tmp_path)},
+                        runtime=Runtime(supplied={"mrscore_rubric": scripted(answer)}))
+    assert list(out.columns) == ["sample_id", *mr.METRIC.columns]
     got = out.set_index("sample_id")
     assert got.loc["s0", "mrscore_rubric"] == 100.0 and got.loc["s1", "mrscore_rubric"] == 90.0
     assert got.loc["s1", "mrscore_rubric_completeness"] == 1.0 and got.loc["s1", "mrscore_rubric_grammar"] == 0.0
@@ -94,16 +97,12 @@ def test_rubric_with_scripted_judge(pairs, scripted, tmp_path):
     assert math.isnan(got.loc["s4", "mrscore_rubric"]) and got.loc["s4", "mrscore_rubric_unparsed"] == 1.0
     assert "no JSON object" in got.loc["s4", "mrscore_rubric_unparsed_reason"]
     assert got.loc["s4", "mrscore_rubric_analysis"] == "never a verdict"
-    from radrank import metrics
-
     leaves = {leaf.name: leaf for leaf in metrics.leaves("mrscore_rubric")}
     assert leaves["mrscore_rubric_unparsed"].value(leaves["mrscore_rubric_unparsed"].statistics(out).sum(0)) == 1
 
 
 def test_rubric_on_tiny_gemma(gemma_dir, pairs, tmp_path):
     """The local backend through the registry: Gemma chat template, greedy engine, random answers → NaN."""
-    from radrank import metrics
-
     settings = {"backend": "local", "model": str(gemma_dir), "max_new_tokens": 5, "batch_size": 4,
                 "cache_dir": str(tmp_path)}
     out = metrics.score("mrscore_rubric", pairs, settings)
@@ -167,7 +166,7 @@ def fake_api():
 
 
 def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monkeypatch):
-    """A whole scoring job (jobs.score: parquet + provenance + log) against a fake endpoint."""
+    """A whole scoring job (jobs.Score: parquet + provenance + log) against a fake endpoint."""
     from radrank import io, jobs
 
     monkeypatch.setenv("RADRANK_TEST_JUDGE_KEY", SECRET)
@@ -175,6 +174,9 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
     io.write_parquet(pairs, pairs_path, {"dataset": "d", "split": "findings", "model": "m", "n_pairs": len(pairs)})
     settings = {"backend": "openai", "model": "judge-model", "api_base": fake_api,
                 "api_key_env": "RADRANK_TEST_JUDGE_KEY", "api_max_retries": 2, "cache_dir": str(tmp_path / "cache")}
+    config = {"metric_settings": {"mrscore_rubric": settings}}
+    identity = metrics.get("mrscore_rubric").identity(metrics.configured("mrscore_rubric", config))
+    job = jobs.Score.from_params({"metric": "mrscore_rubric", "identity": identity}, config)
     log_path = tmp_path / "job.log"
     with jobs.job_log(log_path):  # the records of every thread (the judge requests run in a pool)
         import radrank.engine as engine
@@ -182,7 +184,7 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
         monkeypatch.setattr(engine.OpenAIGenerator, "__init__",
                             _fast_backoff(engine.OpenAIGenerator.__init__))
         out = tmp_path / "scores.parquet"
-        jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
+        job.run(jobs.Files(pairs=pairs_path), jobs.Files(scores=out))
         scores = io.read_parquet(out).set_index("sample_id")
         assert scores.loc["s0", "mrscore_rubric"] == 95.0  # grammar flagged by the fake judge
         assert scores.loc["s1", "mrscore_rubric"] == 100.0  # after one HTTP 503 (retried)
@@ -191,13 +193,13 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
         assert all(c["auth"] == f"Bearer {SECRET}" for c in _FakeAPI.calls)
         assert {c["temperature"] for c in _FakeAPI.calls} == {0.0, 0.7}  # greedy, then the sampled retry
         prov = io.read_provenance(out)
-        assert prov["settings"]["api_key_env"] == "RADRANK_TEST_JUDGE_KEY"
+        assert prov["models"]["api_key_env"] == "RADRANK_TEST_JUDGE_KEY" and prov["models"]["backend"] == "openai"
         for f in [out, log_path, *tmp_path.joinpath("cache").rglob("*")]:
             if f.is_file():
                 assert SECRET.encode() not in f.read_bytes(), f
         assert SECRET not in json.dumps(prov)
         n_requests = len(_FakeAPI.calls)
-        jobs.score(metric="mrscore_rubric", pairs_path=pairs_path, required={}, settings=settings, out=out)
+        job.run(jobs.Files(pairs=pairs_path), jobs.Files(scores=out))
         assert len(_FakeAPI.calls) == n_requests  # the rerun is answered from the cache
     text = log_path.read_text()
     assert "mrscore_rubric: 6 requests" in text and SECRET not in text
@@ -213,12 +215,10 @@ def _fast_backoff(init):
 
 def test_endpoint_errors_mask_the_key(fake_api, pairs, monkeypatch, tmp_path):
     """A wrong key: the endpoint echoes what it got; the reason column must not carry the key."""
-    from radrank.metrics import mrscore_rubric as mr
-
     monkeypatch.setenv("RADRANK_TEST_WRONG_KEY", "sk-wrong-key-ABCDEFGH12345678")
-    settings = {**mr.SPEC.settings, "model": "judge-model", "api_base": fake_api,
-                "api_key_env": "RADRANK_TEST_WRONG_KEY", "cache_dir": str(tmp_path), "api_max_retries": 0}
-    out = mr.score(pairs.iloc[:2], settings, {})
+    settings = {"model": "judge-model", "api_base": fake_api, "api_key_env": "RADRANK_TEST_WRONG_KEY",
+                "cache_dir": str(tmp_path), "api_max_retries": 0}
+    out = metrics.score("mrscore_rubric", pairs.iloc[:2], settings)
     assert out["mrscore_rubric"].isna().all()
     assert out["mrscore_rubric_unparsed_reason"].str.contains("HTTP 401").all()
     assert not out.astype(str).apply(lambda c: c.str.contains("sk-wrong-key")).any().any()
@@ -226,7 +226,6 @@ def test_endpoint_errors_mask_the_key(fake_api, pairs, monkeypatch, tmp_path):
 
 
 def test_missing_key_fails_fast(pairs, monkeypatch):
-    from radrank import metrics
     from radrank.errors import ConfigError
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -259,17 +258,15 @@ def _manual_rewards(llama_dir, lora_dir, head_file, texts):
 
 @pytest.fixture
 def reward_settings(llama_dir, lora_dir, head_file, tmp_path):
-    from radrank.metrics import mrscore
-
-    return {**mrscore.SPEC.settings, "model": str(llama_dir), "adapter": str(lora_dir), "head": str(head_file),
-            "device": "cpu", "batch_size": 4, "cache_dir": str(tmp_path / "cache")}
+    return {"model": str(llama_dir), "adapter": str(lora_dir), "head": str(head_file), "device": "cpu",
+            "batch_size": 4, "cache_dir": str(tmp_path / "cache")}
 
 
 def test_reward_model_matches_manual(reward_settings, pairs, llama_dir, lora_dir, head_file):
     from radrank.metrics import mrscore
 
-    out = mrscore.score(pairs, reward_settings, {})
-    assert list(out.columns) == ["sample_id", *mrscore.SPEC.columns]
+    out = metrics.score("mrscore", pairs, reward_settings)
+    assert list(out.columns) == ["sample_id", *mrscore.METRIC.columns]
     texts = [mrscore.DEFAULT_TEMPLATE.format(reference=r, hypothesis=h) for r, h in
              zip(pairs.reference, pairs.hypothesis)]
     manual = _manual_rewards(llama_dir, lora_dir, head_file, texts)
@@ -282,15 +279,16 @@ def test_reward_model_matches_manual(reward_settings, pairs, llama_dir, lora_dir
 def test_reward_unmerged_batch_one_and_cache(reward_settings, pairs, monkeypatch):
     from radrank.metrics import mrscore
 
-    merged = mrscore.score(pairs, {**reward_settings, "cache_dir": "off"}, {})
-    unmerged = mrscore.score(pairs, {**reward_settings, "merge_adapter": False, "batch_size": 1,
-                                     "cache_dir": "off"}, {})
+    merged = metrics.score("mrscore", pairs, {**reward_settings, "cache_dir": "off"})
+    unmerged = metrics.score("mrscore", pairs, {**reward_settings, "merge_adapter": False, "batch_size": 1,
+                                                "cache_dir": "off"})
     assert unmerged["mrscore_reward"].to_numpy() == pytest.approx(merged["mrscore_reward"].to_numpy(), abs=1e-4)
-    first = mrscore.score(pairs, reward_settings, {})
+    assert unmerged.attrs["models"]["adapter"]["merged"] is False
+    first = metrics.score("mrscore", pairs, reward_settings)
     calls = []
     real = mrscore.RewardModel.rewards_ids
     monkeypatch.setattr(mrscore.RewardModel, "rewards_ids", lambda self, ids: calls.append(ids) or real(self, ids))
-    again = mrscore.score(pairs, reward_settings, {})
+    again = metrics.score("mrscore", pairs, reward_settings)
     assert calls == [] and again.equals(first)
 
 
@@ -302,25 +300,35 @@ def test_reward_without_adapter_and_head_formats(llama_dir, tmp_path, pairs):
     torch.save({"score.weight": torch.ones(1, 32) * 0.01, "score.bias": torch.tensor([0.5])}, tmp_path / "h.pt")
     w, b = mrscore.load_head(tmp_path / "h.pt")
     assert w.shape == (1, 32) and float(b[0]) == 0.5
-    settings = {**mrscore.SPEC.settings, "model": str(llama_dir), "head": str(tmp_path / "h.pt"), "device": "cpu",
-                "cache_dir": "off"}
-    out = mrscore.score(pairs, settings, {})
+    settings = {"model": str(llama_dir), "head": str(tmp_path / "h.pt"), "device": "cpu", "cache_dir": "off"}
+    out = metrics.score("mrscore", pairs, settings)
     assert np.isfinite(out["mrscore_reward"]).all()
 
 
-def test_reward_missing_weights_fail_fast(pairs, llama_dir, head_file, tmp_path):
-    from radrank import metrics
+def test_reward_missing_weights_fail_before_loading(pairs, llama_dir, head_file, tmp_path, monkeypatch):
+    """Each missing part is refused by the load-time check (weights + available) and by the job at resolution,
+    naming its config key, before any model is loaded."""
     from radrank.errors import MissingWeightsError
+    from radrank.metrics import mrscore
+    from radrank.runtime import available, loaders
 
-    start = time.perf_counter()
-    with pytest.raises(MissingWeightsError, match="not public"):
-        metrics.score("mrscore", pairs, {})
-    with pytest.raises(MissingWeightsError, match="metric_settings.mrscore.model"):
-        metrics.score("mrscore", pairs, {"model": "someone/mrscore-backbone", "head": str(head_file)})
-    with pytest.raises(MissingWeightsError, match="head"):
-        metrics.score("mrscore", pairs, {"model": str(llama_dir), "head": str(tmp_path / "none.safetensors")})
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(loaders, "load_causal_lm", must_not_load)
     (tmp_path / "adapter").mkdir()
-    with pytest.raises(MissingWeightsError, match="adapter_config.json"):
-        metrics.score("mrscore", pairs, {"model": str(llama_dir), "head": str(head_file),
-                                         "adapter": str(tmp_path / "adapter")})
-    assert time.perf_counter() - start < 10
+    cases = [({}, "model", "not public"),
+             ({"model": "someone/mrscore-backbone", "head": str(head_file)}, "model",
+              r"metric_settings\.mrscore\.model"),
+             ({"model": str(llama_dir)}, "head", r"not public: .*metric_settings\.mrscore\.head"),
+             ({"model": str(llama_dir), "head": str(tmp_path / "none.safetensors")}, "head",
+              r"metric_settings\.mrscore\.head"),
+             ({"model": str(llama_dir), "head": str(tmp_path)}, "head", "reward_head.safetensors does not exist"),
+             ({"model": str(llama_dir), "head": str(head_file), "adapter": str(tmp_path / "adapter")}, "adapter",
+              "adapter_config.json")]
+    for settings, refused, message in cases:
+        s = mrscore.METRIC.settings(settings)
+        why = {ref.setting: available(ref) for ref in mrscore.METRIC.weights(s)}
+        assert why[refused] is not None, (settings, why)
+        with pytest.raises(MissingWeightsError, match=message):
+            metrics.score("mrscore", pairs, s)

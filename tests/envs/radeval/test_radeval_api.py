@@ -1,5 +1,5 @@
 """radrank's API metrics (mammo_green, radfact_ct) against radeval's own classes, with a fake
-OpenAI-compatible server on 127.0.0.1 (../fake_openai.py) playing the judge.
+OpenAI-compatible server on 127.0.0.1 (../fake_openai.py) playing the judge (judges.py).
 
 The server answers by simple rules on the reports' sentences, so every expected number is known
 here; the package's own entry points (``MammoGREEN.__call__``, ``RadFactCT.forward``, pointed at
@@ -13,28 +13,23 @@ from __future__ import annotations
 import json
 import logging
 import math
-import re
-import time
 
+import pandas as pd
 import pytest
+from _strict import reference
+from fake_openai import FakeOpenAI
+from judges import KEY, KEY_ENV, mammo_counts, mammo_responder, radfact_expected, radfact_responder, write_prompts
 
-pd = pytest.importorskip("pandas")
-pytest.importorskip("radeval")
-pytest.importorskip("openai")
-yaml = pytest.importorskip("yaml")
-
-from fake_openai import FakeOpenAI, user_text  # noqa: E402
-
-from radrank import metrics  # noqa: E402
-from radrank.errors import ConfigError, MissingWeightsError  # noqa: E402
-from radrank.metrics import radeval_api  # noqa: E402
-
-KEY = "sk-radrank-test-0b1c2d3e4f5a6b7c8d9e"
-KEY_ENV = "RADRANK_TEST_JUDGE_KEY"
+from radrank import metrics
+from radrank.errors import ConfigError, MissingWeightsError
+from radrank.metrics import radeval_api
+from radrank.runtime import Runtime
 
 
-def sentences(text: str) -> list[str]:
-    return [s.strip().rstrip(".").lower() for s in re.split(r"\.\s+|\.$", text.strip()) if s.strip().rstrip(".")]
+@pytest.fixture(autouse=True)
+def reference_packages():
+    """The package whose classes these metrics run, and the client and parser its judges need."""
+    return reference("radeval"), reference("openai"), reference("yaml")
 
 
 def _pairs(refs, hyps):
@@ -48,6 +43,11 @@ def env_key(monkeypatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
+@pytest.fixture
+def prompts_dir(tmp_path):
+    return write_prompts(tmp_path / "radfact_prompts")
+
+
 def _assert_no_key(out, caplog, capsys, *paths):
     captured = capsys.readouterr()
     assert KEY not in out.to_json()
@@ -58,12 +58,14 @@ def _assert_no_key(out, caplog, capsys, *paths):
         assert KEY not in p.read_bytes().decode("latin-1")
 
 
-def _write_pairs(tmp_path, pairs):
-    from radrank import io
-
-    path = tmp_path / "pairs.parquet"
-    io.write_parquet(pairs, path, {"stage": "pairs", "dataset": "t", "split": "findings", "model": "m"})
-    return path
+def test_declarations():
+    for metric in (radeval_api.MAMMO_GREEN, radeval_api.RADFACT_CT):
+        s = metric.settings()
+        assert metric.gpus(s) == 0 and metric.family == "radeval"
+        # The judge, its endpoint and sampling are the identity; where the key lives and how requests run are not.
+        assert {"model", "base_url", "temperature"} <= set(s.identity())
+        assert not {"api_key_env", "concurrency", "request_timeout", "max_retries"} & set(s.identity())
+    assert radeval_api.MAMMO_GREEN.weights(radeval_api.MAMMO_GREEN.settings()) == ()
 
 
 # --- mammo_green ------------------------------------------------------------------------------------------------
@@ -80,41 +82,12 @@ MAMMO_HYPS = ["Scattered fibroglandular density. BI-RADS 1.",
               "x", "y"]
 
 
-def mammo_counts(ref: str, hyp: str) -> dict:
-    r, h = set(sentences(ref)), set(sentences(hyp))
-    return {"matched_findings": len(r & h),
-            "significant_errors": {"false_finding": len(h - r), "missing_finding": len(r - h),
-                                   "mischaracterization": 0, "wrong_location_laterality": 0,
-                                   "incorrect_birads": 0, "incorrect_breast_density": 0},
-                                   "insignificant_errors": 1}
-
-
-def mammo_responder(body):
-    m = re.match(r"REFERENCE_REPORT:\n(.*)\n\nGENERATED_REPORT:\n(.*)\Z", user_text(body), re.DOTALL)
-    ref, hyp = m.group(1), m.group(2)
-    if ref == "REJECT":
-        return (400, "request rejected by the test server")
-    counts = mammo_counts(ref, hyp)
-    if ref == "BADSCHEMA":
-        del counts["significant_errors"]["incorrect_birads"]
-    text = json.dumps(counts, indent=1)
-    if ref.startswith("FENCE"):
-        return "Here you go:\n```json\n" + text[:-1] + ",\n}\n```"  # fenced, with a trailing comma
-    return text
-
-
-def test_mammo_green_fake_server(env_key, tmp_path, caplog, capsys):
-    from radrank import io, jobs
-
+def test_mammo_green_fake_server(env_key, caplog, capsys):
     pairs = _pairs(MAMMO_REFS, MAMMO_HYPS)
-    out_path = tmp_path / "scores.parquet"
     with FakeOpenAI(mammo_responder) as server, caplog.at_level(logging.DEBUG):
         settings = {"base_url": server.base_url, "api_key_env": KEY_ENV, "model": "judge-test", "concurrency": 2,
                     "max_retries": 0}
         out = metrics.score("mammo_green", pairs, settings)
-        n_requests = len(server.requests)
-        jobs.score(metric="mammo_green", pairs_path=_write_pairs(tmp_path, pairs), required={}, settings=settings,
-                   out=out_path)
     for i in range(4):
         c = mammo_counts(MAMMO_REFS[i], MAMMO_HYPS[i])
         errors = sum(c["significant_errors"].values())
@@ -126,15 +99,12 @@ def test_mammo_green_fake_server(env_key, tmp_path, caplog, capsys):
     assert out["mammo_green_reason"].iloc[5].startswith("api_error: BadRequestError")
     assert out[list(radeval_api.MAMMO_NUMBERS)].iloc[4:].isna().all().all()
     # Pairs 0 and 3 are the same: judged once; the bad ones three times each (the package's tries).
-    assert n_requests == 3 + 3 + 3
+    assert len(server.requests) == 3 + 3 + 3
     body = server.requests[0]["body"]
     assert server.requests[0]["headers"]["authorization"] == f"Bearer {KEY}"
     assert body["model"] == "judge-test" and body["temperature"] == 0.0 and body["max_completion_tokens"] == 8192
     assert body["messages"][0]["role"] == "system"
-    written = pd.read_parquet(out_path)
-    assert written["mammo_green"].iloc[:4].tolist() == out["mammo_green"].iloc[:4].tolist()
-    _assert_no_key(out, caplog, capsys, out_path)
-    assert KEY not in json.dumps(io.read_provenance(out_path))
+    _assert_no_key(out, caplog, capsys)
 
 
 def test_mammo_green_equals_package_call(env_key, monkeypatch):
@@ -173,68 +143,13 @@ RADFACT_HYPS = ["Small right pleural effusion. Coronary calcification.",
                 "Small right pleural effusion. Coronary calcification."]  # repeats pair 0
 
 
-@pytest.fixture
-def prompts_dir(tmp_path):
-    """Prompt files of RadFact-CT's layout, with placeholder texts written here."""
-    d = tmp_path / "radfact_prompts"
-    d.mkdir()
-    (d / "report_to_phrases_system.txt").write_text("TEST PHRASES SYSTEM: split the report into findings.")
-    (d / "report_to_phrases_examples.json").write_text(json.dumps([{
-        "findings_text": "Example finding one. Example finding two.",
-        "parsed_report": {"sentence_list": [{"orig": "Example finding one.", "new": ["example finding one"]},
-                                            {"orig": "Example finding two.", "new": ["example finding two"]}]}}]))
-    (d / "negative_filtering_system.txt").write_text("TEST NEGATIVE SYSTEM: drop negative findings.")
-    (d / "negative_filtering_examples.json").write_text(json.dumps([{
-        "input": ["no example", "an example"], "output": {"phrases": ["an example"]}}]))
-    (d / "nli_system.txt").write_text("TEST NLI SYSTEM: is the hypothesis entailed by the reference?")
-    (d / "nli_examples.json").write_text(json.dumps([{
-        "input": {"phrases_A": ["example a"], "phrases_B": ["example a", "example b"]},
-        "output": {"phrases_A_evidenced": [{"phrase": "example a", "status": "entailment", "evidence": ["example a"]}],
-                   "phrases_B_evidenced": [{"phrase": "example a", "status": "entailment", "evidence": ["example a"]},
-                                           {"phrase": "example b", "status": "neutral", "evidence": []}]}}]))
-    return d
-
-
-def radfact_responder(body):
-    system = body["messages"][0]["content"]
-    text = user_text(body)
-    if system.startswith("TEST PHRASES SYSTEM"):
-        if text == "REJECT":
-            return (400, "request rejected by the test server")
-        return json.dumps({"sentence_list": [{"orig": s, "new": [s]} for s in sentences(text)]})
-    if system.startswith("TEST NEGATIVE SYSTEM"):
-        return json.dumps({"phrases": [p for p in json.loads(text) if not p.startswith("no ")]})
-    if system.startswith("TEST NLI SYSTEM"):
-        q = yaml.safe_load(text)
-        ok = q["hypothesis"] in q["reference"]
-        return yaml.dump({"phrase": q["hypothesis"], "status": "entailment" if ok else "not_entailment",
-                          "evidence": [q["hypothesis"]] if ok else []}, sort_keys=False)
-    return (400, "unexpected prompt")
-
-
-def radfact_expected(ref, hyp, filter_negatives=False):
-    r, h = sentences(ref), sentences(hyp)
-    if filter_negatives:
-        r, h = [x for x in r if not x.startswith("no ")], [x for x in h if not x.startswith("no ")]
-    if not r and not h:
-        return math.nan, math.nan
-    p = sum(x in r for x in h) / len(h) if h else math.nan
-    rc = sum(x in h for x in r) / len(r) if r else math.nan
-    return p, rc
-
-
 @pytest.mark.parametrize("filter_negatives", [False, True])
-def test_radfact_ct_fake_server(env_key, prompts_dir, tmp_path, caplog, capsys, filter_negatives):
-    from radrank import jobs
-
+def test_radfact_ct_fake_server(env_key, prompts_dir, caplog, capsys, filter_negatives):
     pairs = _pairs(RADFACT_REFS, RADFACT_HYPS)
-    out_path = tmp_path / "scores.parquet"
     with FakeOpenAI(radfact_responder) as server, caplog.at_level(logging.DEBUG):
         settings = {"base_url": server.base_url, "api_key_env": KEY_ENV, "prompts_dir": str(prompts_dir),
                     "filter_negatives": filter_negatives, "max_retries": 0}
         out = metrics.score("radfact_ct", pairs, settings)
-        jobs.score(metric="radfact_ct", pairs_path=_write_pairs(tmp_path, pairs), required={}, settings=settings,
-                   out=out_path)
     for i in (0, 1, 4):
         p, r = radfact_expected(RADFACT_REFS[i], RADFACT_HYPS[i], filter_negatives)
         assert out["radfact_ct_precision"].iloc[i] == pytest.approx(p)
@@ -254,7 +169,20 @@ def test_radfact_ct_fake_server(env_key, prompts_dir, tmp_path, caplog, capsys, 
     assert values["radfact_ct_recall"] == pytest.approx(mr)
     assert values["radfact_ct_f1"] == pytest.approx(2 * mp * mr / (mp + mr))
     assert all(r["headers"]["authorization"] == f"Bearer {KEY}" for r in server.requests)
-    _assert_no_key(out, caplog, capsys, out_path)
+    prompts = out.attrs["models"]["prompts_sha256"]
+    assert set(prompts) == set(radeval_api.RADFACT_PROMPT_FILES)
+    _assert_no_key(out, caplog, capsys)
+
+
+def test_radfact_ct_one_side_without_phrases_says_why(env_key, prompts_dir):
+    """The package's precision (or recall) of a report without phrases is NaN (its F1 0): the reason says so."""
+    with FakeOpenAI(radfact_responder) as server:
+        out = metrics.score("radfact_ct", _pairs(["Hepatic steatosis.", ""], ["", "Hepatic steatosis."]),
+                            {"base_url": server.base_url, "api_key_env": KEY_ENV, "prompts_dir": str(prompts_dir)})
+    assert out["radfact_ct_reason"].tolist() == ["no_hypothesis_phrases", "no_reference_phrases"]
+    assert math.isnan(out["radfact_ct_precision"].iloc[0]) and out["radfact_ct_recall"].iloc[0] == 0.0
+    assert math.isnan(out["radfact_ct_recall"].iloc[1]) and out["radfact_ct_precision"].iloc[1] == 0.0
+    assert out["radfact_ct_f1"].tolist() == [0.0, 0.0]
 
 
 def test_radfact_ct_equals_package_forward(env_key, prompts_dir, monkeypatch):
@@ -277,17 +205,41 @@ def test_radfact_ct_equals_package_forward(env_key, prompts_dir, monkeypatch):
         assert round(value * 100, 2) == aggregate[key]  # RadEval prints percentages
 
 
-def test_radfact_ct_without_prompts_fails_with_key(env_key, tmp_path):
+def test_radfact_ct_prompts_dir_null_is_the_package_folder_found_in_the_job(env_key, prompts_dir, monkeypatch):
+    """Declared with no path (the package's folder is known only in the job's environment), resolved in the job
+    under the same key."""
+    from radrank.runtime import available
+
+    mod = radeval_api._import("radeval.metrics.radfact_ct.radfact_ct")
+    monkeypatch.setattr(mod, "_PROMPTS_DIR", prompts_dir)
+    metric = radeval_api.RADFACT_CT
+    (declared,) = metric.weights(metric.settings())
+    assert declared.ref is None and available(declared) is None  # the load-time check leaves it to the job
+    runtime = Runtime()
+    with FakeOpenAI(radfact_responder) as server:
+        out = metrics.score("radfact_ct", _pairs(RADFACT_REFS[:1], RADFACT_HYPS[:1]),
+                            {"base_url": server.base_url, "api_key_env": KEY_ENV}, runtime=runtime)
+    assert [(r.key, r.ref) for r in runtime.resolved] == [(declared.key, str(prompts_dir))]
+    assert out["radfact_ct_precision"].iloc[0] == 0.5
+
+
+def test_radfact_ct_without_prompts_fails_with_key_before_any_request(env_key, tmp_path):
     mod = radeval_api._import("radeval.metrics.radfact_ct.radfact_ct")
     if (mod._PROMPTS_DIR / "nli_system.txt").exists():
         pytest.skip("this radeval ships RadFact-CT's prompts")
-    start = time.perf_counter()
-    with pytest.raises(MissingWeightsError, match="metric_settings.radfact_ct.prompts_dir"):
-        metrics.score("radfact_ct", _pairs(["a"], ["b"]), {"api_key_env": KEY_ENV, "base_url": "http://127.0.0.1:9/v1"})
-    with pytest.raises(MissingWeightsError, match="nli_system.txt"):
-        metrics.score("radfact_ct", _pairs(["a"], ["b"]), {"api_key_env": KEY_ENV, "prompts_dir": str(tmp_path),
-                                                           "base_url": "http://127.0.0.1:9/v1"})
-    assert time.perf_counter() - start < 5
+    with FakeOpenAI(radfact_responder) as server:
+        settings = {"api_key_env": KEY_ENV, "base_url": server.base_url}
+        with pytest.raises(MissingWeightsError, match="metric_settings.radfact_ct.prompts_dir"):
+            metrics.score("radfact_ct", _pairs(["a"], ["b"]), settings)
+        with pytest.raises(MissingWeightsError, match=r"lacks report_to_phrases_system\.txt.*nli_system\.txt"):
+            metrics.score("radfact_ct", _pairs(["a"], ["b"]), {**settings, "prompts_dir": str(tmp_path)})
+    assert server.requests == []
+    # A configured folder is checked when the workflow loads, without the package (paths only).
+    from radrank.runtime import available
+
+    metric = radeval_api.RADFACT_CT
+    (ref,) = metric.weights(metric.settings({"prompts_dir": str(tmp_path), "filter_negatives": True}))
+    assert "negative_filtering_system.txt" in available(ref)
 
 
 @pytest.mark.parametrize("name", ["mammo_green", "radfact_ct"])
@@ -309,3 +261,31 @@ def test_dead_endpoint_fails_the_job_without_the_key(env_key, prompts_dir, name,
         with pytest.raises(RuntimeError, match="all 2 API requests failed") as err:
             metrics.score(name, _pairs(["Mass. BI-RADS 4.", "Cyst."], ["Mass.", "Cyst."]), settings)
     assert "AuthenticationError" in str(err.value) and KEY not in str(err.value) and KEY not in caplog.text
+
+
+# --- a scoring job ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["mammo_green", "radfact_ct"])
+def test_job_files_hold_no_key(env_key, prompts_dir, tmp_path, caplog, capsys, name):
+    """A scoring job (jobs.Score: scores parquet + provenance) on the fake server: the same numbers, and the key
+    nowhere."""
+    from radrank import io, jobs
+
+    refs, hyps, responder = ((MAMMO_REFS[:4], MAMMO_HYPS[:4], mammo_responder) if name == "mammo_green" else
+                             ([RADFACT_REFS[i] for i in (0, 1, 4)], [RADFACT_HYPS[i] for i in (0, 1, 4)],
+                              radfact_responder))
+    pairs = _pairs(refs, hyps)
+    pairs_path, out_path = tmp_path / "pairs.parquet", tmp_path / "scores.parquet"
+    io.write_parquet(pairs, pairs_path, {"stage": "pairs", "dataset": "t", "split": "findings", "model": "m"})
+    with FakeOpenAI(responder) as server, caplog.at_level(logging.DEBUG):
+        settings = {"base_url": server.base_url, "api_key_env": KEY_ENV, "max_retries": 0}
+        if name == "radfact_ct":
+            settings["prompts_dir"] = str(prompts_dir)
+        out = metrics.score(name, pairs, settings)
+        jobs.Score.of(name, settings).run(jobs.Files(pairs=pairs_path), jobs.Files(scores=out_path))
+    written = pd.read_parquet(out_path)
+    column = metrics.get(name).leaves[0].column
+    assert written[column].tolist() == pytest.approx(out[column].tolist(), nan_ok=True)
+    _assert_no_key(out, caplog, capsys, out_path)
+    assert KEY not in json.dumps(io.read_provenance(out_path))

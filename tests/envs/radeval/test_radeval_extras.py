@@ -9,21 +9,27 @@ scikit-learn's report); ``SRRBert.evaluate`` (weighted report and per-sample P /
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from _strict import reference
+from tiny_radeval import FakeStanza
 
-pd = pytest.importorskip("pandas")
-pytest.importorskip("radeval")
+from radrank import metrics
+from radrank.errors import MissingWeightsError
+from radrank.metrics import radeval_extras as rx
+from radrank.runtime import Runtime, available
 
-import tiny_radeval  # noqa: E402
 
-from radrank import metrics  # noqa: E402
-from radrank.errors import MissingWeightsError  # noqa: E402
-from radrank.metrics import radeval_extras as rx  # noqa: E402
+@pytest.fixture(autouse=True)
+def radeval_package():
+    """The package whose classes these metrics run (under RADRANK_STRICT=1 its absence fails)."""
+    return reference("radeval")
 
 REFS = [
     "No acute cardiopulmonary process.",
@@ -49,11 +55,6 @@ def _pairs(refs=REFS, hyps=HYPS):
     return pd.DataFrame({"sample_id": [f"s{i}" for i in range(len(refs))], "reference": refs, "hypothesis": hyps})
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tiny_radeval.build(tmp_path_factory.mktemp("radeval-tiny"))
-
-
 def _totals(out, leaf):
     return leaf.statistics(out).sum(axis=0)
 
@@ -61,23 +62,53 @@ def _totals(out, leaf):
 # --- the import work-around ---------------------------------------------------------------------------------
 
 
+IMPORT_PROBE = """
+import socket, sys
+import nltk
+
+attempts, downloads = [], []
+
+def refuse(self, address):
+    attempts.append(address)
+    raise OSError("test: no network")
+
+socket.socket.connect = refuse
+real = nltk.download
+
+def recording(*args, **kwargs):
+    downloads.append(args)
+    return real(*args, **kwargs)
+
+nltk.download = recording
+from radrank.metrics import radeval_extras as rx
+
+rx._import("radeval.utils")
+assert nltk.download is recording, "nltk.download not restored"
+assert not downloads, f"nltk.download was called: {downloads}"
+assert not attempts, f"the import reached for the network: {attempts}"
+assert "radeval.metrics.radgraph" not in sys.modules  # broken in 2.2.1 (`from RadEval...`); never imported
+"""
+
+
 def test_radeval_imports_without_download():
-    import nltk
-
-    real = nltk.download
-    start = time.perf_counter()
-    rx._import("radeval.utils")
-    assert time.perf_counter() - start < 20  # the real import would wait on the network for punkt_tab
-    assert nltk.download is real  # restored
-    assert "radeval.metrics.radgraph" not in sys.modules  # broken in 2.2.1 (`from RadEval...`); never imported
+    """radeval/utils.py calls nltk.download("punkt_tab") at import: in a fresh interpreter (where radeval was
+    never imported), our import never calls it and opens no connection."""
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", IMPORT_PROBE], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_specs_registered():
-    for name in ("radeval_bertscore", "f1radbert_ct", "srrbert", "temporal"):
-        spec = metrics.get(name)
-        assert spec.env == "radeval" and spec.name == name
-        used = {c for leaf in spec.leaves for c in ((leaf.column,) if leaf.is_mean else leaf.stats)}
-        assert set(spec.columns) >= used
+def test_declarations():
+    for metric in (rx.RADEVAL_BERTSCORE, rx.F1RADBERT_CT, rx.SRRBERT, rx.TEMPORAL):
+        assert metrics.get(metric.name) is metric and metric.family == "radeval"
+        used = {c for leaf in metric.leaves for c in ((leaf.column,) if leaf.is_mean else leaf.stats)}
+        assert set(metric.columns) >= used
+        s = metric.settings()
+        assert metric.gpus(s) == (0 if metric is rx.TEMPORAL else 1)  # temporal runs stanza on the CPU by default
+        assert metric.gpus(s.replace(device="cpu")) == 0 and metric.gpus(s.replace(device="cuda:1")) == 1
+        assert "batch_size" not in s.identity() and "device" not in s.identity()
+    assert rx.F1RADBERT_CT.settings().identity() == {"model": "IAMJB/RadBERT-CT", "threshold": 0.5}
 
 
 # --- radeval_bertscore ---------------------------------------------------------------------------------------
@@ -181,7 +212,7 @@ def _settings_srr(tiny):
 
 def test_srrbert_equals_package_evaluate(tiny):
     out = metrics.score("srrbert", _pairs(), _settings_srr(tiny))
-    scorer = rx._srr_scorer(Path(tiny["srr_model"]), Path(tiny["srr_tokenizer"]), 4, "cpu")
+    scorer = rx.srr_scorer(Path(tiny["srr_model"]), Path(tiny["srr_tokenizer"]), 4, "cpu")
     report, precision, recall, f1 = scorer.evaluate(REFS, HYPS)
     assert out["srrbert_sample_f1"].to_numpy() == pytest.approx(f1, abs=1e-12)
     assert out["srrbert_sample_precision"].to_numpy() == pytest.approx(precision, abs=1e-12)
@@ -199,7 +230,7 @@ def test_srrbert_uses_configured_tokenizer_and_restores_the_class(tiny):
     from radeval.metrics.SRRBert import srr_bert
 
     real = srr_bert.BertTokenizer
-    scorer = rx._srr_scorer(Path(tiny["srr_model"]), Path(tiny["srr_tokenizer"]), 4, "cpu")
+    scorer = rx.srr_scorer(Path(tiny["srr_model"]), Path(tiny["srr_tokenizer"]), 4, "cpu")
     assert srr_bert.BertTokenizer is real
     vocab = (Path(tiny["srr_tokenizer"]) / "vocab.txt").read_text().split()
     assert set(scorer.tokenizer.get_vocab()) == set(vocab)  # the configured directory's vocabulary
@@ -207,8 +238,8 @@ def test_srrbert_uses_configured_tokenizer_and_restores_the_class(tiny):
 
 
 def test_srrbert_sentences_split_by_package_parser(tiny, monkeypatch):
-    scorer = rx._srr_scorer(Path(tiny["srr_model"]), Path(tiny["srr_tokenizer"]), 4, "cpu")
-    rx.punkt_available(tiny["nltk_data"])
+    scorer = rx.srr_scorer(Path(tiny["srr_model"]), Path(tiny["srr_tokenizer"]), 4, "cpu")
+    rx.use_nltk_data(tiny["nltk_data"])
     seen = []
     real = type(scorer).forward
 
@@ -225,64 +256,33 @@ def test_srrbert_sentences_split_by_package_parser(tiny, monkeypatch):
 
 def test_srrbert_without_punkt_fails_with_key(tiny, tmp_path):
     settings = {**_settings_srr(tiny), "nltk_data": str(tmp_path / "no_nltk_here")}
+    (ref,) = [r for r in rx.SRRBERT.weights(rx.SRRBERT.settings(settings)) if r.setting == "nltk_data"]
+    assert "no_nltk_here" in available(ref)  # the load-time check refuses it, without NLTK
+    with pytest.raises(MissingWeightsError, match="metric_settings.srrbert.nltk_data"):
+        metrics.score("srrbert", _pairs(), settings)
+
+
+def test_srrbert_finds_punkt_on_nltk_path_in_the_job(tiny, monkeypatch, tmp_path):
+    """nltk_data null: declared with no path (NLTK's data path is the job's), found in the job under the same key."""
     import nltk
 
-    saved = list(nltk.data.path)
-    nltk.data.path[:] = [p for p in nltk.data.path if p != tiny["nltk_data"]]
-    try:
-        if rx.punkt_available(None):
-            pytest.skip("punkt_tab is installed on this machine")
-        with pytest.raises(MissingWeightsError, match="metric_settings.srrbert.nltk_data"):
-            metrics.score("srrbert", _pairs(), settings)
-    finally:
-        nltk.data.path[:] = saved
+    settings = {k: v for k, v in _settings_srr(tiny).items() if k != "nltk_data"}
+    (declared,) = [r for r in rx.SRRBERT.weights(rx.SRRBERT.settings(settings)) if r.setting == "nltk_data"]
+    assert declared.ref is None and available(declared) is None
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "empty"), tiny["nltk_data"]])
+    runtime = Runtime()
+    out = metrics.score("srrbert", _pairs(), settings, runtime=runtime)
+    assert (declared.key, tiny["nltk_data"]) in {(r.key, r.ref) for r in runtime.resolved}
+    assert out.attrs["models"]["nltk_data"] == tiny["nltk_data"]
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "empty")])
+    with pytest.raises(MissingWeightsError, match=r"NLTK's data path.*metric_settings\.srrbert\.nltk_data"):
+        metrics.score("srrbert", _pairs(), settings)
 
 
 # --- temporal -------------------------------------------------------------------------------------------------
 #
-# stanza's English radiology pipeline (a neural tokenizer plus the radiology NER model with its word
-# vectors and character language models, listed in a resources.json) is not built here: those are
-# stanza training checkpoints whose vocabularies and argument sets only stanza's own training scripts
-# produce. The tests run the package's F1Temporal and radrank's construction hook for real, with a
-# stand-in for the loaded pipeline (the same call, recorded), and check that a missing stanza model
-# directory fails at once.
-
-TEMPORAL_MODULE = "radeval.metrics.f1temporal.f1temporal"
-
-
-class FakeStanza:
-    """Stands in for ``stanza.Pipeline``: records how it was built; tags a few words as stanza's
-    radiology NER would (OBSERVATION / OBSERVATION_MODIFIER), splitting words at "/"."""
-
-    built: list = []
-    calls: list = []
-    TAGS = {"stable": "OBSERVATION_MODIFIER", "unchanged": "OBSERVATION_MODIFIER", "new": "OBSERVATION_MODIFIER",
-            "effusion": "OBSERVATION", "worsening": "OBSERVATION_MODIFIER"}
-
-    def __init__(self, *args, **kwargs):
-        FakeStanza.built.append(kwargs)
-
-    def __call__(self, text):
-        from types import SimpleNamespace
-
-        FakeStanza.calls.append(text)
-        words = [w.strip(".,;:()").lower() for w in text.replace("/", " ").split()]
-        return SimpleNamespace(entities=[SimpleNamespace(text=w, type=self.TAGS[w]) for w in words if w in self.TAGS])
-
-
-@pytest.fixture
-def fake_stanza(tmp_path, monkeypatch):
-    import stanza
-
-    d = tmp_path / "stanza_resources"
-    (d / "en").mkdir(parents=True)
-    (d / "resources.json").write_text("{}")
-    monkeypatch.setattr(stanza, "Pipeline", FakeStanza)
-    FakeStanza.built.clear()
-    FakeStanza.calls.clear()
-    sys.modules.pop(TEMPORAL_MODULE, None)
-    yield d
-    sys.modules.pop(TEMPORAL_MODULE, None)
+# stanza's pipeline is a recorded stand-in (tiny_radeval.FakeStanza): radrank's construction hook and the
+# package's F1Temporal run for real.
 
 
 def test_temporal_through_package(fake_stanza):
@@ -307,33 +307,33 @@ def test_temporal_through_package(fake_stanza):
     assert out["temporal"].iloc[2] == 1.0  # neither has a temporal entity
     assert out["temporal"].iloc[3] == pytest.approx(1.0)
     assert out["temporal"].iloc[4] == pytest.approx(1e-10)  # only the candidate has one: the package's epsilon
-    mod = sys.modules[TEMPORAL_MODULE]
+    mod = sys.modules[rx.TEMPORAL_MODULE]
     expected = mod.F1Temporal(predictions=hyps, references=refs)["sample_scores"]
     assert out["temporal"].tolist() == pytest.approx(expected, abs=1e-15)
 
 
-def test_temporal_without_stanza_models_fails_fast(tmp_path):
-    sys.modules.pop(TEMPORAL_MODULE, None)
-    start = time.perf_counter()
+def test_temporal_without_stanza_models_fails_before_stanza(tmp_path, monkeypatch, fresh_temporal_module):
+    import stanza
+
+    built = []
+    monkeypatch.setattr(stanza, "Pipeline", lambda *a, **k: built.append(k))
+    missing = str(tmp_path / "no_stanza")
+    (ref,) = rx.TEMPORAL.weights(rx.TEMPORAL.settings({"stanza_dir": missing}))
+    assert "resources.json does not exist" in available(ref)  # the load-time check refuses it
     with pytest.raises(MissingWeightsError, match="metric_settings.temporal.stanza_dir"):
-        metrics.score("temporal", _pairs(), {"stanza_dir": str(tmp_path / "no_stanza")})
-    assert time.perf_counter() - start < 5
-    assert TEMPORAL_MODULE not in sys.modules
+        metrics.score("temporal", _pairs(), {"stanza_dir": missing})
+    assert built == [] and rx.TEMPORAL_MODULE not in sys.modules
 
 
-def test_temporal_incomplete_stanza_dir_fails_with_key(tmp_path):
+def test_temporal_incomplete_stanza_dir_fails_with_key(tmp_path, connections, fresh_temporal_module):
     """A directory that looks like stanza's but lacks the models: stanza itself fails, without downloading."""
     d = tmp_path / "stanza_resources"
     (d / "en").mkdir(parents=True)
     (d / "resources.json").write_text(json.dumps({"en": {"default_processors": {"tokenize": "combined"}}}))
-    sys.modules.pop(TEMPORAL_MODULE, None)
-    start = time.perf_counter()
-    try:
-        with pytest.raises(MissingWeightsError, match="metric_settings.temporal.stanza_dir"):
-            metrics.score("temporal", _pairs(), {"stanza_dir": str(d)})
-    finally:
-        sys.modules.pop(TEMPORAL_MODULE, None)
-    assert time.perf_counter() - start < 10
+    with pytest.raises(MissingWeightsError, match="metric_settings.temporal.stanza_dir") as err:
+        metrics.score("temporal", _pairs(), {"stanza_dir": str(d)})
+    assert "stanza could not load" in str(err.value)
+    assert connections == []  # downloads off: nothing reached for the network
 
 
 # --- missing weights --------------------------------------------------------------------------------------------
@@ -341,12 +341,17 @@ def test_temporal_incomplete_stanza_dir_fails_with_key(tmp_path):
 
 @pytest.mark.parametrize("name,key", [("radeval_bertscore", "model"), ("f1radbert_ct", "model"),
                                       ("srrbert", "model"), ("srrbert", "tokenizer")])
-def test_missing_weights_fail_fast(tiny, name, key):
+def test_missing_weights_fail_before_loading(tiny, monkeypatch, name, key):
     settings = _settings_srr(tiny) if name == "srrbert" else {}
     settings = {**settings, key: "radrank-test/not-in-any-cache"}
-    start = time.perf_counter()
+    imported = []
+    monkeypatch.setattr(rx, "_import", lambda module: imported.append(module))
+    runtime = Runtime()
     with pytest.raises(MissingWeightsError) as err:
-        metrics.score(name, _pairs(), settings)
-    assert time.perf_counter() - start < 5
+        metrics.score(name, _pairs(), settings, runtime=runtime)
     assert "radrank-test/not-in-any-cache" in str(err.value)
     assert f"metric_settings.{name}.{key}" in str(err.value)
+    assert imported == []  # failed at resolution: no radeval module, no model loaded
+    assert runtime.resolved[-1].key == f"metric_settings.{name}.{key}"
+    (ref,) = [r for r in metrics.get(name).weights(metrics.get(name).settings(settings)) if r.setting == key]
+    assert "not in the Hugging Face cache" in available(ref)  # what the workflow's load-time check says

@@ -9,7 +9,13 @@
 * ``microsoft/BiomedVLP-CXR-BERT-general`` (SRR-BERT's tokenizer, loaded with
   ``BertTokenizer``) → a BERT tokenizer directory with ``vocab.txt`` (no ``tokenizer.json``);
 * NLTK ``punkt_tab`` → a minimal English Punkt model (no collocations or sentence starters,
-  one abbreviation) in an ``nltk_data`` tree.
+  one abbreviation) in an ``nltk_data`` tree;
+* stanza's English radiology pipeline → :class:`FakeStanza`, a recorded stand-in. The real one (a
+  neural tokenizer plus the radiology NER model with its word vectors and character language models,
+  listed in a resources.json) is not built here: those are stanza training checkpoints whose
+  vocabularies and argument sets only stanza's own training scripts produce. The tests run the
+  package's F1Temporal and radrank's construction hook for real, with the stand-in for the loaded
+  pipeline (the same call, recorded).
 """
 
 from __future__ import annotations
@@ -139,3 +145,23 @@ def build(root, seed: int = 0) -> dict:
         "srr_tokenizer": str(build_vocab_tokenizer(root / "cxr_bert_tokenizer", tok=srr_tok)),
         "nltk_data": str(build_punkt(root / "nltk_data")),
     }
+
+
+class FakeStanza:
+    """Stands in for ``stanza.Pipeline``: records how it was built; tags a few words as stanza's
+    radiology NER would (OBSERVATION / OBSERVATION_MODIFIER), splitting words at "/"."""
+
+    built: list = []
+    calls: list = []
+    TAGS = {"stable": "OBSERVATION_MODIFIER", "unchanged": "OBSERVATION_MODIFIER", "new": "OBSERVATION_MODIFIER",
+            "effusion": "OBSERVATION", "worsening": "OBSERVATION_MODIFIER"}
+
+    def __init__(self, *args, **kwargs):
+        FakeStanza.built.append(kwargs)
+
+    def __call__(self, text):
+        from types import SimpleNamespace
+
+        FakeStanza.calls.append(text)
+        words = [w.strip(".,;:()").lower() for w in text.replace("/", " ").split()]
+        return SimpleNamespace(entities=[SimpleNamespace(text=w, type=self.TAGS[w]) for w in words if w in self.TAGS])

@@ -8,18 +8,22 @@ the same inputs and models is the reference.
 
 from __future__ import annotations
 
-import time
+import json
 
+import pandas as pd
 import pytest
+from _strict import reference
 
-pd = pytest.importorskip("pandas")
-pytest.importorskip("RaTEScore")
+from radrank import metrics
+from radrank.errors import ConfigError, MissingWeightsError
+from radrank.metrics import ratescore as rs
+from radrank.runtime import Runtime, available
 
-import tiny_ratescore  # noqa: E402
 
-from radrank import metrics  # noqa: E402
-from radrank.errors import MissingWeightsError  # noqa: E402
-from radrank.metrics import ratescore as rs  # noqa: E402
+@pytest.fixture(autouse=True)
+def ratescore_package():
+    """The reference package (under RADRANK_STRICT=1 its absence fails)."""
+    return reference("RaTEScore")
 
 REFS = [
     "No acute cardiopulmonary process.",
@@ -39,12 +43,6 @@ HYPS = [
     "Unchanged mild pulmonary edema. Left lower lobe consolidation.",
     "Heart size is normal",  # no entity with the tiny model: the 0.5 rule
 ]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    ner, ev = tiny_ratescore.build(tmp_path_factory.mktemp("ratescore-tiny"))
-    return {"bert_model": str(ner), "eval_model": str(ev)}
 
 
 @pytest.fixture(scope="module")
@@ -135,13 +133,40 @@ def test_empty_texts_score_half_and_keep_alignment(tiny, package_scorer):
     assert len(upstream) < len(refs)
 
 
-def test_missing_weights_fail_fast_naming_the_key(tiny, monkeypatch, tmp_path):
-    import huggingface_hub.constants
+def test_affinity_matrix_file_is_a_declared_weight(tiny, package_scorer, tmp_path):
+    """A JSON file of the package's keys: declared (checked at load, hashed), resolved, read by the package."""
+    from RaTEScore.scorer import DEFAULT_MATRIX_SHORT
 
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf-empty"))
+    path = tmp_path / "matrix.json"
+    path.write_text(json.dumps(DEFAULT_MATRIX_SHORT))
+    settings = {**tiny, "affinity_matrix": str(path), "device": "cpu"}
+    refs = rs.METRIC.weights(rs.METRIC.settings(settings))
+    assert [(r.setting, r.need) for r in refs] == [("bert_model", "model"), ("eval_model", "model"),
+                                                   ("affinity_matrix", "file")]
+    assert all(available(r) is None for r in refs)
+    runtime = Runtime()
+    out = metrics.score("ratescore", _pairs(REFS, HYPS), settings, runtime=runtime)
+    assert [r.setting for r in runtime.resolved] == ["bert_model", "eval_model", "affinity_matrix"]
+    short = metrics.score("ratescore", _pairs(REFS, HYPS), {**tiny, "affinity_matrix": "short", "device": "cpu"})
+    assert out["ratescore"].tolist() == short["ratescore"].tolist()
+    assert out.attrs["models"]["affinity_matrix"]["hash"] == short.attrs["models"]["affinity_matrix"]["hash"]
+
+
+def test_the_scorer_is_loaded_once_per_process(tiny, monkeypatch):
+    loads = []
+    real = rs.load_scorer
+    monkeypatch.setattr(rs, "load_scorer", lambda *args: loads.append(args) or real(*args))
+    settings = {**tiny, "batch_size": 3, "device": "cpu"}  # a combination no other test loads
+    for _ in range(2):
+        metrics.score("ratescore", _pairs(REFS[:2], HYPS[:2]), settings, runtime=Runtime())
+    assert len(loads) == 1
+
+
+def test_missing_weights_fail_before_loading_naming_the_key(tiny, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-empty"))
+    loads = []
+    monkeypatch.setattr(rs, "load_scorer", lambda *args: loads.append(args))
     pairs = _pairs(REFS[:1], HYPS[:1])
-    start = time.monotonic()
     with pytest.raises(MissingWeightsError, match=r"metric_settings\.ratescore\.bert_model") as err:
         metrics.score("ratescore", pairs, {"device": "cpu"})
     assert "Angelakeke/RaTE-NER-Deberta" in str(err.value)
@@ -150,44 +175,62 @@ def test_missing_weights_fail_fast_naming_the_key(tiny, monkeypatch, tmp_path):
     assert "FremyCompany/BioLORD-2023-C" in str(err.value)
     with pytest.raises(MissingWeightsError, match=r"metric_settings\.ratescore\.bert_model"):
         metrics.score("ratescore", pairs, {"bert_model": str(tmp_path / "no-such-dir"), "device": "cpu"})
-    assert time.monotonic() - start < 5
+    assert loads == []  # each failed at resolution: the package loaded nothing
+    # What the workflow's load-time check says of the same references, without torch or the package.
+    refs = rs.METRIC.weights(rs.METRIC.settings({}))
+    assert all("not in the Hugging Face cache" in available(r) for r in refs)
 
 
 def test_hub_id_found_in_the_hf_cache(tiny, monkeypatch, tmp_path):
-    """A hub id resolves to a cached snapshot (the HF cache layout), offline."""
+    """A hub id resolves to a cached snapshot (the HF cache layout), offline; its provenance names the revision
+    and hashes the tokenizer files, the DeBERTa SentencePiece model among them."""
     import shutil
 
-    import huggingface_hub.constants
-
     cache = tmp_path / "hub"
+    commit = "0123456789abcdef0123456789abcdef01234567"
     for repo, src in (("Angelakeke/RaTE-NER-Deberta", tiny["bert_model"]),
                       ("FremyCompany/BioLORD-2023-C", tiny["eval_model"])):
         folder = cache / ("models--" + repo.replace("/", "--"))
-        commit = "0123456789abcdef0123456789abcdef01234567"
         shutil.copytree(src, folder / "snapshots" / commit)
         (folder / "refs").mkdir(parents=True)
         (folder / "refs" / "main").write_text(commit)
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     out = metrics.score("ratescore", _pairs(REFS[:2], HYPS[:2]), {"device": "cpu"})
     direct = metrics.score("ratescore", _pairs(REFS[:2], HYPS[:2]), {**tiny, "device": "cpu"})
     pd.testing.assert_frame_equal(out, direct)
-    assert out.attrs["models"]["bert_model"]["revision"] == "0123456789abcdef0123456789abcdef01234567"
+    ner = out.attrs["models"]["bert_model"]
+    assert ner["revision"] == commit
+    tokenizer_files = {"tokenizer.json", "spm.model"} & set(ner["files_sha256"])
+    assert tokenizer_files, ner["files_sha256"]
 
 
-def test_bad_settings_are_rejected():
-    pairs = _pairs(REFS[:1], HYPS[:1])
-    with pytest.raises(ValueError, match="affinity_matrix"):
-        metrics.score("ratescore", pairs, {"affinity_matrix": "medium"})
-    with pytest.raises(ValueError, match="device"):
-        metrics.score("ratescore", pairs, {"device": "gpu"})
-    with pytest.raises(KeyError, match="no setting"):
-        metrics.score("ratescore", pairs, {"use_gpu": True})
+def test_bad_settings_are_refused_when_built():
+    with pytest.raises(ConfigError, match=r"metric_settings\.ratescore\.affinity_matrix: 'medium'"):
+        rs.METRIC.settings({"affinity_matrix": "medium"})
+    with pytest.raises(ConfigError, match=r"metric_settings\.ratescore\.device"):
+        rs.METRIC.settings({"device": "gpu"})
+    with pytest.raises(ConfigError, match=r"metric_settings\.ratescore\.use_gpu: no such setting"):
+        rs.METRIC.settings({"use_gpu": True})
 
 
-def test_spec():
-    spec = metrics.get("ratescore")
-    assert spec.env == "ratescore" and spec.resources.gpu == 1
-    assert spec.columns == ("ratescore",) and spec.leaves[0].column == "ratescore"
-    assert spec.settings["bert_model"] == "Angelakeke/RaTE-NER-Deberta"
-    assert spec.settings["eval_model"] == "FremyCompany/BioLORD-2023-C"
-    assert spec.settings["affinity_matrix"] == "long"
+def test_declaration():
+    m = metrics.get("ratescore")
+    s = m.settings()
+    assert m is rs.METRIC and m.family == "ratescore" and m.gpus(s) == 1 and m.gpus(s.replace(device="cpu")) == 0
+    assert m.columns == ("ratescore",) and m.leaves[0].column == "ratescore"
+    assert (s.bert_model, s.eval_model, s.affinity_matrix) == (rs.NER_MODEL, rs.EVAL_MODEL, "long")
+    assert [(c.title, c.leaf, c.position) for c in m.board] == [("RaTEScore", "ratescore", 6)]
+    assert s.identity() == {"bert_model": rs.NER_MODEL, "eval_model": rs.EVAL_MODEL, "affinity_matrix": "long"}
+
+
+def test_sentencepiece_only_tokenizer_is_hashed_into_provenance(tiny, tmp_path):
+    """A DeBERTa-v3 tokenizer may ship only spm.model: the resolver lists it with the model's files, so its
+    hash is in provenance (no separate lookup)."""
+    import shutil
+
+    ner = tmp_path / "ner"
+    shutil.copytree(tiny["bert_model"], ner)
+    (ner / "spm.model").write_bytes(b"a sentencepiece model stands here")
+    (ref, _) = rs.METRIC.weights(rs.METRIC.settings({**tiny, "bert_model": str(ner)}))
+    resolved = Runtime().resolve(ref)
+    assert "spm.model" in resolved.provenance()["files_sha256"]

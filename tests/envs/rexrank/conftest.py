@@ -1,4 +1,4 @@
-"""Fixtures of the rexrank environment's tests (bertscore, semb, chexbert).
+"""Fixtures of the rexrank environment's tests (bertscore, semb, chexbert, radgraph).
 
 Run with that environment's interpreter from the repository root:
 ``python -m pytest tests/envs/rexrank``. Outside it (no torch / transformers)
@@ -70,6 +70,21 @@ def tiny_chexbert(tiny_dir, tiny_bert):
 @pytest.fixture(scope="session")
 def chexbert_settings(tiny_chexbert, tiny_bert):
     return {"checkpoint": str(tiny_chexbert), "tokenizer": str(tiny_bert), "device": "cpu"}
+
+
+@pytest.fixture(scope="session")
+def tiny_radgraph_models(tiny_dir):
+    """Tiny random RadGraph models that the radgraph package itself loads (tiny_radgraph.py): ``root`` holds
+    ``radgraph/``, ``radgraph-xl/`` and the ``encoder/`` both name in their config.json."""
+    from _strict import reference
+
+    reference("radgraph")
+    import tiny_radgraph
+
+    root = tiny_dir / "radgraph-models"
+    encoder = tiny_radgraph.build_encoder(root / "encoder")
+    return {"root": root, "encoder": encoder, "radgraph": tiny_radgraph.build(root, "radgraph", encoder=encoder),
+            "radgraph-xl": tiny_radgraph.build(root, "radgraph-xl", seed=1, encoder=encoder)}
 
 
 @pytest.fixture(scope="session")

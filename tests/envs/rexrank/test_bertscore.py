@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+from _strict import reference
 from radrank import metrics
 from radrank.metrics import bertscore
 
@@ -18,7 +19,7 @@ def _settings(tiny_roberta, tiny_baseline, **kw):
 
 def _library(tiny_roberta, tiny_baseline, refs, hyps, *, idf, rescale=True):
     """bert-score 0.3.13 as CXR-Report-Metric calls it (spaces collapsed on both sides first)."""
-    bert_score = pytest.importorskip("bert_score")
+    bert_score = reference("bert_score")
     refs = [re.sub(r" +", " ", t) for t in refs]
     hyps = [re.sub(r" +", " ", t) for t in hyps]
     scorer = bert_score.BERTScorer(model_type=str(tiny_roberta), num_layers=2, lang="en", idf=idf,
@@ -67,11 +68,11 @@ def test_batching_and_chunking_do_not_change_numbers(tiny_roberta, tiny_baseline
 
 def test_idf_from_corpus_pairs_makes_shards_agree(tiny_roberta, tiny_baseline, varied_pairs):
     """With idf, a shard scored with the whole table as corpus equals the same rows of the whole."""
-    settings = {**bertscore.SPEC.settings, **_settings(tiny_roberta, tiny_baseline, idf=True)}
-    whole = bertscore.score(varied_pairs, settings, {})
+    settings = _settings(tiny_roberta, tiny_baseline, idf=True)
+    whole = metrics.score("bertscore", varied_pairs, settings)
     shard = varied_pairs.iloc[10:25].reset_index(drop=True)
-    alone = bertscore.score(shard, settings, {})
-    with_corpus = bertscore.score(shard, settings, {"corpus_pairs": varied_pairs})
+    alone = metrics.score("bertscore", shard, settings)
+    with_corpus = metrics.score("bertscore", shard, settings, {"corpus_pairs": varied_pairs})
     cols = ["bertscore", "bertscore_precision", "bertscore_recall"]
     np.testing.assert_allclose(with_corpus[cols].to_numpy(), whole[cols].to_numpy()[10:25], atol=1e-6)
     assert np.abs(alone[cols].to_numpy() - whole[cols].to_numpy()[10:25]).max() > 1e-4
@@ -91,9 +92,8 @@ def test_text_preparation():
 
 
 def test_builtin_baseline_is_bert_scores_table():
-    settings = dict(bertscore.SPEC.settings)
-    assert bertscore.baseline(settings)[2] == pytest.approx(0.8473319, abs=1e-7)
-    bert_score = pytest.importorskip("bert_score")
+    assert bertscore.baseline({})[2] == pytest.approx(0.8473319, abs=1e-7)
+    bert_score = reference("bert_score")
     from pathlib import Path
 
     import pandas as pd

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from _strict import reference
 from radrank import metrics
 from radrank.metrics import chexbert
 
@@ -14,7 +15,7 @@ from radrank.metrics import chexbert
 def upstream_labeler(tiny_chexbert, tiny_bert):
     """f1chexbert 0.0.2's F1CheXbert on the tiny checkpoint (its bert-base-uncased lookups and its
     cache folder pointed at the tiny files)."""
-    f1 = pytest.importorskip("f1chexbert.f1chexbert")
+    f1 = reference("f1chexbert.f1chexbert")
     mp = pytest.MonkeyPatch()
     bert_tok, auto_config = f1.BertTokenizer.from_pretrained, f1.AutoConfig.from_pretrained
     mp.setattr(f1, "CACHE_DIR", str(tiny_chexbert.parent))
@@ -36,9 +37,7 @@ def test_labels_equal_f1chexbert(upstream_labeler, chexbert_settings, varied_pai
 
 
 def _sklearn(ref, hyp, average):
-    from sklearn.metrics import f1_score
-
-    return f1_score(ref, hyp, average=average, zero_division=0)
+    return reference("sklearn.metrics").f1_score(ref, hyp, average=average, zero_division=0)
 
 
 def _leaf_values(ref, hyp, counts=None):
@@ -57,8 +56,7 @@ def _check_against_sklearn(ref, hyp, values):
         assert values[f"f1chexbert_all_{average}_f1"] == pytest.approx(_sklearn(ref, hyp, average), abs=1e-12)
         assert values[f"f1chexbert_5_{average}_f1"] == pytest.approx(
             _sklearn(ref[:, top5], hyp[:, top5], average), abs=1e-12)
-    from sklearn.metrics import accuracy_score
-
+    accuracy_score = reference("sklearn.metrics").accuracy_score
     assert values["f1chexbert_accuracy"] == pytest.approx(accuracy_score(ref[:, top5], hyp[:, top5]), abs=1e-12)
 
 
@@ -89,7 +87,7 @@ def test_f1_of_nothing_is_zero():
 
 def test_score_end_to_end(chexbert_settings, varied_pairs):
     out = metrics.score("chexbert", varied_pairs, chexbert_settings)
-    assert list(out.columns) == ["sample_id", *chexbert.SPEC.columns]
+    assert list(out.columns) == ["sample_id", *chexbert.METRIC.columns]
     assert out["sample_id"].tolist() == varied_pairs["sample_id"].tolist()
     ref = out[list(chexbert.REF_COLUMNS)].to_numpy()
     hyp = out[list(chexbert.HYP_COLUMNS)].to_numpy()
@@ -100,7 +98,7 @@ def test_score_end_to_end(chexbert_settings, varied_pairs):
     np.testing.assert_allclose(out["chexbert_acc_5"], (ref[:, top5] == hyp[:, top5]).mean(axis=1))
     np.testing.assert_allclose(out["chexbert_acc_14"], (ref == hyp).mean(axis=1))
     np.testing.assert_array_equal(out["chexbert_exact_5"], (ref[:, top5] == hyp[:, top5]).all(axis=1))
-    values = {leaf.name: float(leaf.value(leaf.statistics(out).sum(axis=0))) for leaf in chexbert.SPEC.leaves}
+    values = {leaf.name: float(leaf.value(leaf.statistics(out).sum(axis=0))) for leaf in chexbert.METRIC.leaves}
     _check_against_sklearn(ref, hyp, values)
 
 

@@ -6,7 +6,9 @@
   ``RadGraph(...)`` loads offline (tiny_radgraph.py): our annotations equal the package's,
   our reward columns equal ``F1RadGraph(reward_level="all")`` per sample, from an unpacked
   directory, a ``.tar.gz`` and the package's own cache;
-* missing weights / encoder fail at once with MissingWeightsError naming the config key.
+* every local layout the metric loads passes the load-time check (standard library only);
+* missing weights / encoder fail with MissingWeightsError naming the config key, before any model is
+  loaded and without touching the network.
 
 Run: python -m pytest tests/envs/rexrank/test_radgraph.py (with the rexrank env's python).
 """
@@ -14,38 +16,26 @@ Run: python -m pytest tests/envs/rexrank/test_radgraph.py (with the rexrank env'
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
-import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import pandas as pd
+import pytest
 
-import pytest  # noqa: E402
-
-SRC = Path(__file__).resolve().parents[3] / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
-
-pd = pytest.importorskip("pandas")
-pytest.importorskip("radgraph")
-
-import tiny_radgraph  # noqa: E402
-
-from radrank import metrics  # noqa: E402
-from radrank.errors import MissingWeightsError  # noqa: E402
-from radrank.metrics import radgraph as rg  # noqa: E402
+import tiny_radgraph
+from _strict import reference
+from radrank import metrics
+from radrank.errors import ConfigError, MissingWeightsError
+from radrank.metrics import radgraph as rg
+from radrank.runtime import Runtime, available
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny models run fastest on one thread (thread start-up and contention dominate otherwise)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _radgraph_package():
+    """The reference package: the rewards and the annotator are its own code."""
+    reference("radgraph")
 
 
 # --- F1 over sets ---------------------------------------------------------------------------
@@ -127,12 +117,8 @@ def test_relation_f1_counts_relation_type_and_direction():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("radgraph-tiny")
-    encoder = tiny_radgraph.build_encoder(root / "encoder")
-    model_dir = tiny_radgraph.build(root, "radgraph", encoder=encoder)
-    xl_dir = tiny_radgraph.build(root, "radgraph-xl", seed=1, encoder=encoder)
-    return {"root": root, "encoder": encoder, "radgraph": model_dir, "radgraph-xl": xl_dir}
+def tiny(tiny_radgraph_models):
+    return tiny_radgraph_models
 
 
 REFS = [
@@ -206,22 +192,14 @@ def test_equals_package_f1radgraph_on_tiny_model(tiny, model_type):
 
 
 def test_annotates_each_distinct_text_once_and_empty_texts_never(tiny, monkeypatch):
+    settings = {"model": str(tiny["radgraph"]), "device": "cpu"}
+    annotator, _ = rg.METRIC.annotator(rg.METRIC.settings(settings), Runtime())  # the one scoring will use
     seen = []
-    real_load = rg.load_annotator
-
-    def spying_load(settings):
-        annotator, prov = real_load(settings)
-
-        def call(texts):
-            seen.extend(texts)
-            return annotator(texts)
-
-        return call, prov
-
-    monkeypatch.setattr(rg, "load_annotator", spying_load)
+    forward = annotator.forward
+    monkeypatch.setattr(annotator, "forward", lambda texts: seen.extend(texts) or forward(texts))
     refs = REFS[:3] * 3 + ["", "  \n"]
     hyps = HYPS[:3] + REFS[:3] + ["", "   ", ""] + [REFS[0], ""]
-    out = metrics.score("radgraph", _pairs(refs, hyps), {"model": str(tiny["radgraph"]), "device": "cpu"})
+    out = metrics.score("radgraph", _pairs(refs, hyps), settings)
     assert sorted(seen) == sorted(set(REFS[:3]) | set(HYPS[:3]))
     assert len(seen) == len(set(seen))
     assert out.loc[3:5, "radgraph_entity_f1"].tolist() == [1.0, 1.0, 1.0]
@@ -240,10 +218,8 @@ def test_archive_directory_and_package_cache_give_the_same_scores(tiny, tmp_path
     from_parent = metrics.score("radgraph", pairs, {"model": str(tiny["root"]), "device": "cpu"})  # holds radgraph/
 
     # The default hub id, not in the HF cache, falls back to the radgraph package's own unpacked copy.
-    import huggingface_hub.constants
-
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf-empty"))
-    monkeypatch.setattr(rg, "_package_cache_dir", lambda model_type: tiny["root"] / model_type)
+    _no_caches(monkeypatch, tmp_path)
+    _package_copy(tiny, tmp_path)
     from_package_cache = metrics.score("radgraph", pairs, {"device": "cpu"})
 
     for other in (from_archive, from_folder, from_parent, from_package_cache):
@@ -251,24 +227,99 @@ def test_archive_directory_and_package_cache_give_the_same_scores(tiny, tmp_path
     assert base.attrs["models"]["model"]["weights_sha256"] == from_archive.attrs["models"]["model"]["weights_sha256"]
 
 
-# --- missing weights fail fast -----------------------------------------------------------------
+# --- weights: what the load-time check accepts, what fails and how ------------------------------------
 
 
 def _no_caches(monkeypatch, tmp_path):
-    import huggingface_hub.constants
-
+    """An empty Hugging Face cache, the hub off, and no package copy of the model."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf-empty"))
-    monkeypatch.setattr(rg, "_package_cache_dir", lambda model_type: tmp_path / "no-package-cache" / model_type)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-empty"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
 
 
-def test_missing_model_fails_fast_naming_the_key(monkeypatch, tmp_path):
+def _package_copy(tiny, tmp_path, model_type="radgraph") -> Path:
+    """Lay out the tiny model where the radgraph package unpacks its download (under XDG_CACHE_HOME)."""
+    from importlib import metadata
+
+    where = tmp_path / "xdg" / "radgraph" / metadata.version("radgraph") / model_type
+    where.parent.mkdir(parents=True)
+    where.symlink_to(tiny[model_type], target_is_directory=True)
+    return where
+
+
+@pytest.fixture
+def no_load_no_network(monkeypatch):
+    """Loading a model or opening a connection fails the test: a missing model must be found before either."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded or the network was touched")
+
+    monkeypatch.setattr(rg, "_load", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+
+
+def test_package_cache_root_is_the_packages_own():
+    appdirs = reference("appdirs")
+    assert rg.package_cache_root() == Path(appdirs.user_cache_dir("radgraph"))
+
+
+def test_every_local_layout_passes_the_load_time_check(tiny, tmp_path, monkeypatch):
+    (tmp_path / "holder").mkdir()
+    archive = tiny_radgraph.archive(tiny["radgraph"], tmp_path / "holder" / "radgraph.tar.gz")
+    m = rg.METRIC
+    for model in (tiny["radgraph"], tiny["root"], archive, archive.parent):
+        model_ref, encoder_ref = m.weights(m.settings({"model": str(model)}))
+        assert available(model_ref) is None, model
+        assert encoder_ref.ref is None and available(encoder_ref) is None  # named by config.json: the job's
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "not-a-tar.tar.gz").write_text("x")
+    for model, why in ((tmp_path / "empty", "radgraph.tar.gz"), (tmp_path / "not-a-tar.tar.gz", "not a tar"),
+                       (tmp_path / "nowhere", "no such local path")):
+        assert why in available(m.weights(m.settings({"model": str(model)}))[0]), model
+    # The default hub id: the package's own copy, and only for the default repo.
     _no_caches(monkeypatch, tmp_path)
-    start = time.monotonic()
+    default = m.weights(m.settings({}))[0]
+    assert "not in the Hugging Face cache" in available(default)
+    _package_copy(tiny, tmp_path)
+    assert available(default) is None
+    assert available(m.weights(m.settings({"model": "org/other-scorers"}))[0]) is not None
+    assert "radgraph-xl.tar.gz" in available(m.weights(m.settings({"model_type": "radgraph-xl"}))[0])
+
+
+def test_the_load_time_check_needs_no_heavy_package(tiny, tmp_path):
+    """The workflow checks weights in the core environment: no radgraph, appdirs, torch or huggingface_hub."""
+    archive = tiny_radgraph.archive(tiny["radgraph"], tmp_path / "radgraph.tar.gz")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = (
+        "import sys\n"
+        "class Refuse:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('radgraph', 'appdirs', 'torch', 'transformers', 'huggingface_hub'):\n"
+        "            raise ImportError(name + ' is not in the core environment')\n"
+        "sys.meta_path.insert(0, Refuse())\n"
+        "from radrank import metrics\n"
+        "from radrank.runtime import available\n"
+        "m = metrics.get('radgraph')\n"
+        "for model in sys.argv[1:]:\n"
+        "    print(repr(available(m.weights(m.settings({'model': model}))[0])))\n"
+        "print(repr(available(m.weights(m.settings({}))[0])))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(rg.__file__).parents[2]), "HF_HUB_CACHE": str(tmp_path / "hf"),
+           "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    out = subprocess.run([sys.executable, "-c", code, str(tiny["radgraph"]), str(archive), str(empty)],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:2] == ["None", "None"]
+    assert "radgraph.tar.gz" in lines[2] and "not in the Hugging Face cache" in lines[3]
+
+
+def test_missing_model_fails_naming_the_key_before_loading(monkeypatch, tmp_path, no_load_no_network):
+    _no_caches(monkeypatch, tmp_path)
     with pytest.raises(MissingWeightsError, match=r"metric_settings\.radgraph\.model") as err:
         metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"device": "cpu"})
-    assert time.monotonic() - start < 5
-    assert "StanfordAIMI/RRG_scorers" in str(err.value)
+    assert "StanfordAIMI/RRG_scorers" in str(err.value) and "HF_HUB_OFFLINE=1" in str(err.value)
     with pytest.raises(MissingWeightsError, match=r"metric_settings\.radgraph\.model"):
         metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"model": str(tmp_path / "nowhere")})
     (tmp_path / "empty-dir").mkdir()
@@ -276,16 +327,29 @@ def test_missing_model_fails_fast_naming_the_key(monkeypatch, tmp_path):
         metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"model": str(tmp_path / "empty-dir")})
 
 
-def test_missing_encoder_fails_fast_naming_the_key(tiny, monkeypatch, tmp_path):
+def test_missing_encoder_fails_naming_the_key_before_loading(tiny, monkeypatch, tmp_path, no_load_no_network):
     _no_caches(monkeypatch, tmp_path)
-    start = time.monotonic()
     # The real checkpoint's config.json names PubMedBERT by hub id; not cached here.
     with pytest.raises(MissingWeightsError, match=r"metric_settings\.radgraph\.encoder") as err:
         metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]),
                       {"model": str(tiny["radgraph"]),
                        "encoder": "microsoft/BiomedNLP-PubMedBERT-base-uncased-abstract-fulltext"})
-    assert time.monotonic() - start < 5
     assert "BiomedNLP-PubMedBERT" in str(err.value)
+
+
+def test_encoder_named_by_the_models_config_is_resolved_under_the_encoder_key(tiny, tmp_path, monkeypatch,
+                                                                                 no_load_no_network):
+    import json
+    import shutil
+
+    model = shutil.copytree(tiny["radgraph"], tmp_path / "radgraph")
+    config = json.loads((model / "config.json").read_text())
+    config["dataset_reader"]["token_indexers"]["bert"]["model_name"] = "org/uncached-encoder"
+    (model / "config.json").write_text(json.dumps(config))
+    _no_caches(monkeypatch, tmp_path)
+    with pytest.raises(MissingWeightsError, match=r"metric_settings\.radgraph\.encoder") as err:
+        metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"model": str(model)})
+    assert "org/uncached-encoder" in str(err.value)
 
 
 def test_encoder_setting_overrides_the_config(tiny, tmp_path):
@@ -297,28 +361,30 @@ def test_encoder_setting_overrides_the_config(tiny, tmp_path):
                       {"model": str(tiny["radgraph"]), "encoder": str(copy), "device": "cpu"})
     pd.testing.assert_frame_equal(a, b)
     assert b.attrs["models"]["encoder"]["id"] == str(copy)
+    assert b.attrs["models"]["encoder"]["config_name"] == str(tiny["encoder"])
 
 
-def test_bad_settings_are_rejected():
-    with pytest.raises(ValueError, match="model_type"):
-        metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"model_type": "chexbert"})
-    with pytest.raises(ValueError, match="device"):
-        metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"device": "gpu"})
-    with pytest.raises(ValueError, match="batch_size"):
-        metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"batch_size": 0})
-    with pytest.raises(KeyError, match="no setting"):
-        metrics.score("radgraph", _pairs(REFS[:1], HYPS[:1]), {"reward_level": "all"})
+def test_bad_settings_are_refused_naming_the_key():
+    for settings, key in (({"model_type": "chexbert"}, "model_type"), ({"device": "gpu"}, "device"),
+                          ({"batch_size": 0}, "batch_size"), ({"reward_level": "all"}, "reward_level")):
+        with pytest.raises(ConfigError, match=rf"metric_settings\.radgraph\.{key}\b"):
+            rg.METRIC.settings(settings)
+    assert rg.MODEL_TYPES == ("radgraph", "radgraph-xl", "modern-radgraph-xl", "echograph")
 
 
-def test_spec():
-    spec = metrics.get("radgraph")
-    assert spec.env == "rexrank" and spec.resources.gpu == 1
-    assert spec.columns[0] == "radgraph_combined"
-    assert [leaf.column for leaf in spec.leaves] == ["radgraph_combined", "radgraph_simple", "radgraph_partial",
-                                                     "radgraph_complete"]
-    assert set(spec.columns) == {"radgraph_combined", "radgraph_entity_f1", "radgraph_relation_f1",
-                                 "radgraph_simple", "radgraph_partial", "radgraph_complete"}
-    assert "radgraph" in spec.packages
+def test_declaration():
+    m = metrics.get("radgraph")
+    s = m.settings()
+    assert m.family == "rexrank" and m.gpus(s) == 1 and m.env(s) == "rexrank"
+    assert m.columns[0] == "radgraph_combined"
+    assert [leaf.column for leaf in m.leaves] == ["radgraph_combined", "radgraph_simple", "radgraph_partial",
+                                                  "radgraph_complete"]
+    assert set(m.columns) == {"radgraph_combined", "radgraph_entity_f1", "radgraph_relation_f1",
+                              "radgraph_simple", "radgraph_partial", "radgraph_complete"}
+    assert "radgraph" in m.packages
+    assert [(c.title, c.leaf, c.position) for c in m.board] == [("RadGraph", "radgraph_combined", 4)]
+    assert m.identity(s)["settings"] == {"model_type": "radgraph", "model": "StanfordAIMI/RRG_scorers",
+                                         "encoder": None}
 
 
 # --- the real checkpoint, when a local copy is given (never downloaded) -----------------------------

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from radrank import metrics
-from radrank.metrics import _hf, chexbert, semb
+from radrank.metrics import chexbert, semb
+from radrank.runtime import Runtime, clear_models
 
 
 def _independent_cls(texts, tiny_chexbert, tiny_bert):
@@ -48,18 +49,21 @@ def test_long_report_is_cut_at_512_tokens(chexbert_settings, tiny_chexbert, tiny
     long_text = " ".join(["effusion"] * 700)
     got = semb.score_texts([long_text], [long_text + " and more words"], chexbert_settings)
     a = _independent_cls([long_text], tiny_chexbert, tiny_bert)
-    vec = chexbert.labeler({**chexbert.SPEC.settings, **chexbert_settings}, "semb").cls([long_text])
+    vec = semb.METRIC.labeler(semb.METRIC.settings(chexbert_settings), Runtime()).cls([long_text])
     np.testing.assert_allclose(vec[0], a[0], atol=1e-5)
     assert got[0] == pytest.approx(1.0, abs=1e-6)  # the extra words fall beyond the cut
 
 
 def test_semb_and_chexbert_share_one_model_and_encoding(chexbert_settings, varied_pairs, monkeypatch):
-    _hf.clear_cache()
-    semb.score(varied_pairs, {**semb.SPEC.settings, **chexbert_settings}, {})
-    lab = chexbert.labeler({**chexbert.SPEC.settings, **chexbert_settings}, "chexbert")
+    clear_models()
+    built = []
+    init = chexbert.Labeler.__init__
+    monkeypatch.setattr(chexbert.Labeler, "__init__", lambda self, *a, **k: built.append(1) or init(self, *a, **k))
+    metrics.score("semb", varied_pairs, chexbert_settings)
+    lab = chexbert.METRIC.labeler(chexbert.METRIC.settings(chexbert_settings), Runtime())
     calls = []
     forward = lab.model.forward
     monkeypatch.setattr(lab.model, "forward", lambda *a, **k: calls.append(1) or forward(*a, **k))
-    chexbert.score(varied_pairs, {**chexbert.SPEC.settings, **chexbert_settings}, {})
+    metrics.score("chexbert", varied_pairs, chexbert_settings)
     assert calls == []  # every text's CLS vector came from semb's pass
-    assert len(_hf._CACHE) == 1
+    assert built == [1]  # one labeler for both metrics

@@ -64,23 +64,27 @@ def judge_settings(metric_settings: dict, model_dir, backend: str, cache_dir, **
 def green_pair(green_dir, tmp_path_factory):
     """(hf generator, vllm generator) for the GREEN-shaped model, with GREEN's tokenizer options."""
     from radrank.metrics import green
+    from radrank.runtime import Runtime
 
     cache = tmp_path_factory.mktemp("green-cache")
-    hf = green.load_generator(judge_settings(green.SPEC.settings, green_dir, "hf", cache, max_new_tokens=12,
-                                             batch_size=4)).generator
-    vl = green.load_generator(judge_settings(green.SPEC.settings, green_dir, "vllm", cache,
-                                             max_new_tokens=12)).generator
+    hf = green.load_generator(green.METRIC.settings(judge_settings({}, green_dir, "hf", cache, max_new_tokens=12,
+                                                                   batch_size=4)), Runtime()).generator
+    vl = green.load_generator(green.METRIC.settings(judge_settings({}, green_dir, "vllm", cache, max_new_tokens=12)),
+                              Runtime()).generator
     return hf, vl
 
 
 @pytest.fixture(scope="session")
 def gemma_pair(gemma_dir):
     from radrank import engine
+    from radrank.runtime import Runtime
 
-    base = {"device": "cpu", "dtype": "fp32", "batch_size": 3, "max_new_tokens": 10, "max_total_tokens": 1024,
-            "static_cache": False, "max_model_len": 1024, "cpu_kv_cache_gb": 0.25}
-    hf = engine.load_local_generator(str(gemma_dir), metric="test", settings=base, add_special_tokens=False).generator
-    vl = engine.load_vllm_generator(str(gemma_dir), metric="test", settings=base, add_special_tokens=False).generator
+    s = engine.JudgeSettings.build({"model": str(gemma_dir), "device": "cpu", "dtype": "fp32", "batch_size": 3,
+                                    "max_new_tokens": 10, "max_total_tokens": 1024, "static_cache": False,
+                                    "max_model_len": 1024, "cpu_kv_cache_gb": 0.25})
+    ref = engine.model_ref("test", "test.model", s)
+    hf = engine.load_local_generator(ref, s, Runtime(), add_special_tokens=False).generator
+    vl = engine.load_vllm_generator(ref, s, Runtime(), add_special_tokens=False).generator
     return hf, vl
 
 

