@@ -1,21 +1,19 @@
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
-
 # Rule scripts and input functions import the package from this checkout, so the
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from radrank import jobs, metaeval, metrics
 from radrank.errors import RadrankError
-from radrank.workflow import GENERATED, NAME_PATTERN, Plan
+from radrank.workflow import GENERATED, NAME_PATTERN, Plan, validate_config
 
 
-validate(config, "../schemas/config.schema.yaml")
 try:
-    # Every setting checked and every model looked for, once, before any job starts.
-    PLAN = Plan.load(config)
+    # The config checked against its schema (and defaulted), every setting checked and every model looked
+    # for, once, before any job starts.
+    PLAN = Plan.load(validate_config(config))
 except RadrankError as e:
     sys.exit(f"radrank: {e}")  # the one clear message, without a traceback
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,18 @@ def snakemake(workdir: Path, *args, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+def planned_jobs(dry_run_output: str) -> list:
+    """[(rule, wildcards dict)] of every job a dry run's output plans."""
+    jobs = []
+    for block in re.split(r"\n(?=(?:local)?rule \w+:)", dry_run_output):
+        head = re.match(r"(?:local)?rule (\w+):", block.strip())
+        if head:
+            found = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+            wildcards = dict(kv.split("=", 1) for kv in found.group(1).split(", ")) if found else {}
+            jobs.append((head.group(1), wildcards))
+    return jobs
 
 
 def result_files(workdir: Path) -> dict:

@@ -43,6 +43,7 @@ def test_results_lists_every_leaderboard_and_the_report_with_absolute_paths(work
         built.unlink()
 
 
+@pytest.mark.workflow  # a Snakemake dry run
 def test_status_says_what_would_run(workdir):
     out = radrank("status", cwd=workdir)
     assert out.returncode == 0, out.stderr
@@ -52,6 +53,7 @@ def test_status_says_what_would_run(workdir):
     assert "ingest" in table and "report" in table and table.strip().splitlines()[-1].split()[0] == "total"
 
 
+@pytest.mark.workflow  # a Snakemake dry run
 def test_run_passes_snakemake_arguments_through_on_the_here_route(workdir):
     out = radrank("run", "--route", "here", "--dry-run", "--quiet", "rules", cwd=workdir)
     assert out.returncode == 0, out.stderr
@@ -66,6 +68,22 @@ def test_run_with_a_bad_config_is_one_clear_error(workdir):
     out = radrank("run", "--configfile", str(bad), cwd=workdir)
     assert out.returncode == 2
     assert "unknown metric(s) ['nosuchmetric']" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_run_checks_the_models_before_building_any_environment(workdir, tmp_path):
+    """A model metric whose weights are missing: one line naming the model and its config key, exit 2,
+    and no environment build or Snakemake started (the venv route would build GBs of torch first)."""
+    config = workdir / "panel.yaml"
+    config.write_text("submissions: config/submissions.tsv\nmetrics: [bleu2, bertscore]\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO / "src"), "HF_HOME": str(tmp_path / "hf"),
+           "RADRANK_ENVS_DIR": str(tmp_path / "envs")}
+    env.pop("RADRANK_WEIGHTS_CHECK", None)
+    out = subprocess.run([sys.executable, "-m", "radrank.cli", "run", "--route", "venv", "--configfile", str(config)],
+                         cwd=workdir, capture_output=True, text=True, env=env)
+    assert out.returncode == 2, out.stderr
+    assert "metric 'bertscore': model 'distilroberta-base' is not available locally" in out.stderr
+    assert "metric_settings.bertscore.model" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "envs").exists() and "route:" not in out.stderr
 
 
 def test_outside_a_checkout_is_one_clear_error(tmp_path):

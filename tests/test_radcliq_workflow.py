@@ -13,7 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from _workflow import REPO, make_workdir
+import yaml
+
+from _workflow import REPO, make_workdir, planned_jobs
 
 sys.path.insert(0, str(REPO / "src"))
 from radrank import envs  # noqa: E402
@@ -27,12 +29,12 @@ pytestmark = [
 ]
 
 PANEL = ["bleu2", "bleu4", "rouge", "bertscore", "semb", "radgraph", "radcliq"]
+ENVS_PY = [sys.executable, str(REPO / "src/radrank/envs.py")]
 
 
 @pytest.fixture(scope="module")
 def panel_run(tmp_path_factory):
-    envs_py = [sys.executable, str(REPO / "src/radrank/envs.py")]
-    subprocess.run([*envs_py, "build", "core", "rexrank"], check=True, capture_output=True)
+    subprocess.run([*ENVS_PY, "build", "core", "rexrank"], check=True, capture_output=True)
     models = tmp_path_factory.mktemp("tiny-models")
     rexrank_python = envs.env_path("rexrank") / "bin" / "python"
     built = subprocess.run([str(rexrank_python), str(REPO / "tests/envs/rexrank/build_tiny_panel.py"), str(models)],
@@ -42,7 +44,7 @@ def panel_run(tmp_path_factory):
                         splits=["findings"])
     sheet = work / "config/submissions.tsv"
     sheet.write_text("".join(line for line in sheet.read_text().splitlines(True) if "demo_clinic" not in line))
-    proc = subprocess.run([*envs_py, "snakemake", "--profile", "profiles/venv", "--cores", "2"], cwd=work,
+    proc = subprocess.run([*ENVS_PY, "snakemake", "--profile", "profiles/venv", "--cores", "2"], cwd=work,
                           capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     return work, settings
@@ -82,3 +84,31 @@ def test_every_model_number_traces_to_its_model(panel_run):
     assert radgraph["environment"]["env"] == "rexrank" and radgraph["models"]
     core = read_provenance(scores / "bleu2.parquet")
     assert core["environment"]["env"] == "core"
+
+
+def _planned_rules(work, metric_settings: dict) -> list:
+    """The rules a dry run plans once ``metric_settings`` are changed as given (then put back)."""
+    path = work / "config/config.yaml"
+    original = path.read_text()
+    config = yaml.safe_load(original)
+    for metric, changes in metric_settings.items():
+        config["metric_settings"][metric] = {**config["metric_settings"][metric], **changes}
+    path.write_text(yaml.safe_dump(config))
+    try:
+        proc = subprocess.run([*ENVS_PY, "snakemake", "--profile", "profiles/venv", "-n"], cwd=work,
+                              capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return [rule for rule, _ in planned_jobs(proc.stdout)]
+    finally:
+        path.write_text(original)
+
+
+def test_a_speed_setting_rescores_nothing_and_a_scored_one_only_its_metric(panel_run):
+    """The model metric's identity holds only the settings that change its scores: a new batch size or device
+    plans no job; idf re-scores BERTScore and RadCliQ, which reads it, and nothing else is scored again."""
+    work, _ = panel_run
+    assert _planned_rules(work, {"bertscore": {"batch_size": 3, "device": "cpu"}}) == []
+    rules = _planned_rules(work, {"bertscore": {"idf": True}})
+    scored = {r for r in rules if r.startswith("score")}
+    assert scored == {"score_bertscore", "score_radcliq"}, rules
+    assert "ingest" not in rules and "bootstrap" in rules

@@ -4,28 +4,19 @@ plus its groups' statistics, leaderboards and the report (checked with Snakemake
 
 from __future__ import annotations
 
-import re
 import shutil
 
 import pytest
 import yaml
 
-from _workflow import make_workdir, snakemake
+from _workflow import make_workdir, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
 
 def _planned(workdir):
     """[(rule, wildcards dict)] of every job a dry run plans."""
-    out = snakemake(workdir, "-n").stdout
-    jobs = []
-    for block in re.split(r"\n(?=(?:local)?rule \w+:)", out):
-        head = re.match(r"(?:local)?rule (\w+):", block.strip())
-        if head:
-            found = re.search(r"^\s+wildcards: (.*)$", block, re.M)
-            wildcards = dict(kv.split("=", 1) for kv in found.group(1).split(", ")) if found else {}
-            jobs.append((head.group(1), wildcards))
-    return jobs
+    return planned_jobs(snakemake(workdir, "-n").stdout)
 
 
 def _set_config(workdir, **changes):

@@ -392,7 +392,12 @@ class Plan:
                            empty_hypothesis=self.config["empty_hypothesis"], cases=self.config["report"]["cases"],
                            metaeval_sets=tuple(self.metaeval_sets),
                            # shown in the provenance section: the report is the one output that describes the run
-                           config_hash=provenance.stable_hash(self.config))
+                           config_hash=provenance.stable_hash(self.identity()))
+
+    def identity(self) -> dict:
+        """The config as far as it decides the run's numbers: every metric's settings reduced to the ones that
+        change scores (a new batch size or device is the same run)."""
+        return {**self.config, "metric_settings": {m: self.identity_of(m) for m in self.all_metric_names()}}
 
     def report_mem_mb(self) -> int:
         """The report holds every model's per-sample values of every group: grows with (model, group) entries."""
@@ -433,10 +438,24 @@ class Plan:
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 
+def validate_config(config: dict, source: str = "config") -> dict:
+    """``config`` checked against schemas/config.schema.yaml and defaulted in place (Snakemake's ``validate``);
+    a ConfigError says where (``source``, the key path) and what is wrong."""
+    from snakemake.utils import validate
+
+    try:
+        validate(config, str(SCHEMA))
+    except Exception as e:  # snakemake's WorkflowError carries jsonschema's message and where it failed
+        lines = str(e).splitlines()
+        what = next((x.split(": ", 1)[1] for x in lines if x.startswith("ValidationError: ")), lines[0])
+        at = next((x.rstrip(":").split("instance", 1)[1] for x in lines if x.startswith("On instance")), "")
+        raise ConfigError(f"{source} is invalid{' at ' + at if at else ''}: {what}") from None
+    return config
+
+
 def read_config(files) -> dict:
     """The config of these YAML files (later ones win, key by key), validated and defaulted as the Snakefile does."""
     import yaml
-    from snakemake.utils import validate
 
     config: dict = {}
     for path in files:
@@ -444,11 +463,7 @@ def read_config(files) -> dict:
             raise ConfigError(f"config file {path} does not exist")
         with open(path) as fh:
             config.update(yaml.safe_load(fh) or {})
-    try:
-        validate(config, str(SCHEMA))
-    except Exception as e:  # snakemake's WorkflowError carries the schema's message
-        raise ConfigError(f"config {', '.join(map(str, files))} is invalid: {str(e).splitlines()[0]}") from None
-    return config
+    return validate_config(config, f"config {', '.join(map(str, files))}")
 
 
 def preflight(files) -> list[str]:

@@ -49,13 +49,8 @@ REGISTRY = Registry("backbone", {
 })
 
 
-def names() -> list[str]:
-    return REGISTRY.names()
-
-
-def get(name: str) -> base.BackboneSpec:
-    """The :class:`~radrank.backbones.base.BackboneSpec` of ``name`` (KeyError naming the known backbones)."""
-    return REGISTRY.get(name)
+names = REGISTRY.names
+get = REGISTRY.get  # the BackboneSpec of ``name`` (a KeyError naming the known backbones)
 
 
 def load(name: str, settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report",

@@ -27,13 +27,8 @@ REGISTRY = Registry("dataset", {
 })
 
 
-def names() -> list[str]:
-    return REGISTRY.names()
-
-
-def adapter_class(name: str):
-    """The :class:`~radrank.datasets.base.DatasetAdapter` subclass called ``name`` (KeyError naming the known ones)."""
-    return REGISTRY.get(name)
+names = REGISTRY.names
+adapter_class = REGISTRY.get  # the DatasetAdapter subclass called ``name`` (a KeyError naming the known ones)
 
 
 def make_adapter(dataset, root=None, **options) -> DatasetAdapter:

@@ -34,13 +34,8 @@ REGISTRY = Registry("metric", {
 })
 
 
-def names() -> list[str]:
-    return REGISTRY.names()
-
-
-def get(name: str):
-    """The :class:`~radrank.metrics.base.Metric` called ``name`` (KeyError naming the known ones)."""
-    return REGISTRY.get(name)
+names = REGISTRY.names
+get = REGISTRY.get  # the Metric called ``name`` (a KeyError naming the known ones)
 
 
 def leaves(name: str):

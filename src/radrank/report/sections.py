@@ -478,7 +478,8 @@ def _compact(value) -> str:
 
 
 def provenance_part(groups: list, config_hash: str | None = None) -> Part:
-    """``config_hash``: the hash of the whole run config (radrank.provenance.stable_hash), shown per group."""
+    """``config_hash``: the hash of the run's config as far as it decides numbers (radrank.workflow.Plan.identity),
+    shown per group."""
     part = Part()
     part.toc.append(("provenance", "Provenance", []))
     stats_rows, metric_rows, source_rows = [], {}, []

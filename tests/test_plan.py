@@ -1,0 +1,62 @@
+"""A bad config is refused when the workflow loads, through the same code the Snakefile runs
+(radrank.workflow.read_config + Plan): milliseconds per case instead of a Snakemake start each.
+(tests/test_weights_check.py runs Snakemake once to show the message reaches the console alone.)"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from _workflow import make_workdir
+from radrank.errors import ConfigError
+from radrank.workflow import Plan, read_config
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return make_workdir(tmp_path_factory.mktemp("plan"))
+
+
+def plan_of(workdir, tmp_path, **override) -> Plan:
+    config = yaml.safe_load((workdir / "config/config.yaml").read_text())
+    config.update(override)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return Plan(read_config([path]), base_dir=workdir)
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"metrics": ["bleu2", "meteor"]}, "unknown metric(s) ['meteor']"),
+    ({"metrics": ["bleu2", "radcliq"]}, "metric 'radcliq' is computed from"),
+    ({"splits": ["findings", "impressions"]}, "impressions"),
+    ({"bootstrap": {"n": -5}}, "-5"),
+    ({"metric_settings": {"bertscore": {"idf": True}}}, "names 'bertscore', which is not among the configured"),
+    ({"shards": {"green": 4}}, "names 'green', which is not among the configured metrics"),
+])
+def test_bad_config_is_refused_when_the_workflow_loads(workdir, tmp_path, monkeypatch, override, message):
+    monkeypatch.chdir(workdir)
+    with pytest.raises(ConfigError) as info:
+        plan_of(workdir, tmp_path, **override)
+    assert message in str(info.value)
+
+
+def test_missing_sheet_and_missing_submission_name_sheet_and_row(workdir, tmp_path, monkeypatch):
+    monkeypatch.chdir(workdir)
+    with pytest.raises(ConfigError, match="config/nowhere.tsv does not exist"):
+        plan_of(workdir, tmp_path, submissions="config/nowhere.tsv")
+    sheet = tmp_path / "subs.tsv"
+    sheet.write_text((workdir / "config/submissions.tsv").read_text().replace("example/demo_cxr/hasty.json",
+                                                                             "example/demo_cxr/hasty-v2.json"))
+    with pytest.raises(ConfigError) as info:
+        plan_of(workdir, tmp_path, submissions=str(sheet))
+    assert f"sheet {sheet}, row 2: path example/demo_cxr/hasty-v2.json does not exist" in str(info.value)
+
+
+def test_the_example_plan(workdir, tmp_path, monkeypatch):
+    monkeypatch.chdir(workdir)
+    plan = plan_of(workdir, tmp_path)
+    assert plan.groups() == [("demo_clinic", "findings"), ("demo_cxr", "findings"), ("demo_cxr", "reports")]
+    assert plan.batches() == [("", ("findings", "metaeval", "reports"), ("bleu2", "bleu4", "rouge"))]
+    assert plan.metrics_one_by_one() == [] and plan.envs() == ["core"] and plan.weight_refs() == []
+    job = plan.bootstrap_job("demo_cxr", "findings")
+    assert (job.models, job.metrics) == (("careful", "hasty", "template"), ("bleu2", "bleu4", "rouge"))
