@@ -29,11 +29,6 @@ class SampleColumn:
     leaf: str | None  # the leaf whose mean it is; None for a metric's per-sample score of a corpus leaf
 
 
-def is_count_leaf(leaf) -> bool:
-    """A leaf that counts samples (e.g. GREEN unparsed), not a quality score."""
-    return leaf.is_count
-
-
 def sample_columns(metric_name: str) -> list[SampleColumn]:
     """The per-sample values of one metric: every mean leaf's column; for a metric with no mean
     leaf, its first declared column when no corpus leaf sums it (BLEU-4's ``bleu4_sentence``)."""
@@ -43,7 +38,7 @@ def sample_columns(metric_name: str) -> list[SampleColumn]:
     if not out and spec.columns:
         summed = {c for leaf in spec.leaves for c in leaf.stats}
         first = spec.columns[0]
-        quality = [leaf for leaf in spec.leaves if not is_count_leaf(leaf)]
+        quality = [leaf for leaf in spec.leaves if not leaf.is_count]
         if first not in summed and quality:
             out.append(SampleColumn(first, f"{quality[0].label} (per sample)", quality[0].higher_is_better, None))
     return out

@@ -13,7 +13,7 @@ import numpy as np
 from radrank import metrics
 from radrank.leaderboard import META_COLUMNS, rexrank_columns
 from radrank.report import figures
-from radrank.report.data import Group, is_count_leaf
+from radrank.report.data import Group
 from radrank.report.page import Cell, Table, details, esc, figure, num, pval, slug
 from radrank.stats import ranks
 
@@ -34,7 +34,7 @@ class Part:
 
 def headline_leaves(group: Group) -> list[str]:
     """The rank leaf, then ReXrank's columns, then the other computed leaves; no counts; at most 8."""
-    computed = {leaf.name: leaf for leaf in group.leaves if not is_count_leaf(leaf)}
+    computed = {leaf.name: leaf for leaf in group.leaves if not leaf.is_count}
     estimated = set(group.summary.loc[np.isfinite(group.summary["estimate"].astype(float)), "metric"])
     order = [group.rank_leaf] + [col.leaf for col in rexrank_columns() if not col.reciprocal] + list(computed)
     out = [name for name in dict.fromkeys(order) if name in computed and name in estimated]
@@ -221,7 +221,7 @@ def kendall_matrix(columns: list, orientation: list) -> np.ndarray:
 
 
 def _agreement_part(group: Group, base: str, part: Part):
-    leaves = [leaf for leaf in group.leaves if not is_count_leaf(leaf)]
+    leaves = [leaf for leaf in group.leaves if not leaf.is_count]
     est = group.summary.pivot(index="model", columns="metric", values="estimate").reindex(group.order)
     leaves = [leaf for leaf in leaves if leaf.name in est.columns and np.isfinite(est[leaf.name]).sum() >= 2]
     panels = []
