@@ -11,15 +11,34 @@ from that sample to all resamples.
 Leaves: bleu2, bleu4 (corpus), rouge1/2/L and radcliq_v0/v1 (RadCliQ from BLEU-2
 and synthetic RadGraph / BERTScore / SembScore columns).
 
+``--case-sets``: the bootstrap's cost when models miss different cases. 100 models x 2,347 cases x
+1,000 resamples (lexical panel, synthetic scores: benchmarks/_case_sets.py), every model on every
+case vs a third of the models each missing its own 1-3 % of the cases (so nearly every pair of
+those has its own common case set); run with this checkout and with ``--against`` (default HEAD,
+checked out with benchmarks/_workdir.revision) in the same run, each in a fresh process with
+``--blas-threads`` BLAS threads (default 1: a threaded BLAS spins between calls, which counts as
+CPU time). Prints CPU-s and wall-s, the distinct/equal ratio of each (goal <= 2x), and how far the
+comparisons of the two revisions differ.
+
+``--files``: the size of the per-model files under results/summary/ (the bootstrap job's
+RadHarmony-style folders) at 100 models x 2,347 cases, synthetic reports (tests/synthetic.py),
+this checkout vs ``--against``.
+
 Usage: python benchmarks/bootstrap.py [--n-boot 1000] [--cases 2300] [--models 1] [--sample 10] [--lib-sample 2]
+       python benchmarks/bootstrap.py --case-sets [--models 100] [--cases 2347] [--n-boot 1000] [--against HEAD]
+       python benchmarks/bootstrap.py --files [--models 100] [--cases 2347] [--n-boot 1000] [--against HEAD]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 # fast-bleu scores each hypothesis in an OpenMP loop; with one hypothesis per call the threads only add
 # start-up and contention costs, so the library side gets its best case: one thread (override by setting
@@ -110,16 +129,169 @@ def library_leaves(pairs: pd.DataFrame) -> dict:
     return out
 
 
+HERE = Path(__file__).resolve().parent
+
+# Run in a fresh process against one revision's src/ (PYTHONPATH): bootstrap cost on equal vs distinct case sets.
+CASE_SETS_CHILD = r"""
+import json, sys, time
+args = json.loads(sys.argv[1])
+sys.path.insert(0, args["benchmarks"])
+import numpy as np
+from _case_sets import LEXICAL, case_masks, leaderboard_scores
+from radrank import metrics
+from radrank.stats.bootstrap import bootstrap
+leaves = [leaf for name in LEXICAL for leaf in metrics.leaves(name)]
+out = {}
+for label, distinct in (("equal", False), ("distinct", True)):
+    scores = leaderboard_scores(args["models"], args["cases"], distinct)
+    masks = [m.tobytes() for m in case_masks(args["models"], args["cases"], distinct)]
+    common = {(np.frombuffer(a, bool) & np.frombuffer(b, bool)).tobytes()
+              for i, a in enumerate(masks) for b in masks[i + 1:] if a != b}
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = bootstrap(scores, leaves, n_boot=args["n_boot"], seed=0)
+    out[label] = {"cpu_s": time.process_time() - cpu, "wall_s": time.perf_counter() - wall,
+                  "case_sets": len(set(masks)), "common_sets": len(common)}
+    result.comparisons.to_parquet(f"{args['out']}/{label}.parquet")
+print(json.dumps(out))
+"""
+
+# The per-model files the bootstrap job writes (results/summary/...), with one revision's radrank.summaries.
+FILES_CHILD = r"""
+import inspect, json, sys
+from pathlib import Path
+args = json.loads(sys.argv[1])
+sys.path.insert(0, args["benchmarks"])
+from _case_sets import LEXICAL, leaderboard_scores
+from radrank import metrics
+from radrank.stats.bootstrap import bootstrap
+from radrank.summaries import write_model_summaries
+leaves = [leaf for name in LEXICAL for leaf in metrics.leaves(name)]
+scores = leaderboard_scores(args["models"], args["cases"], distinct=False)
+result = bootstrap(scores, leaves, n_boot=args["n_boot"], seed=0, compare=False)
+pairs, drops = ({m: f"{args['inputs']}/{m}.{ext}" for m in scores} for ext in ("parquet", "drops.csv"))
+if "pairs_paths" in inspect.signature(write_model_summaries).parameters:  # before generations.csv was left out
+    write_model_summaries(result.replicates, result.summary, pairs, drops, args["out"])
+else:
+    write_model_summaries(result.replicates, result.summary, drops, args["out"])
+sizes = {}
+for f in Path(args["out"]).rglob("*"):
+    if f.is_file():
+        sizes[f.name] = sizes.get(f.name, 0) + f.stat().st_size
+print(json.dumps(sizes))
+"""
+
+
+def run_child(code: str, args: dict, src: Path, blas_threads: int) -> dict:
+    threads = str(blas_threads)
+    env = {**os.environ, "PYTHONPATH": str(src), "OPENBLAS_NUM_THREADS": threads, "OMP_NUM_THREADS": threads,
+           "MKL_NUM_THREADS": threads}
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps({**args, "benchmarks": str(HERE)})],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.exit(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def case_sets(args) -> int:
+    import pandas as pd
+
+    sys.path.insert(0, str(HERE))
+    from _workdir import revision
+
+    job = {"models": args.models, "cases": args.cases, "n_boot": args.n_boot}
+    print(f"bootstrap of {args.models} models x {args.cases:,} cases x {args.n_boot:,} resamples, lexical panel "
+          f"(5 leaves), {args.blas_threads} BLAS thread(s); 'distinct': a third of the models each miss their own "
+          f"1-3 % of the cases")
+    got, comparisons = {}, {}
+    with revision(args.against) as old, tempfile.TemporaryDirectory() as tmp:
+        for label, root in ((args.against, old / "src"), ("this checkout", HERE.parent / "src")):
+            out = Path(tmp) / label.replace(" ", "_")
+            out.mkdir()
+            got[label] = run_child(CASE_SETS_CHILD, {**job, "out": str(out)}, root, args.blas_threads)
+            comparisons[label] = {c: pd.read_parquet(out / f"{c}.parquet") for c in ("equal", "distinct")}
+    first = next(iter(got.values()))
+    print(f"case sets: {first['equal']['case_sets']} (equal) vs {first['distinct']['case_sets']} (distinct), "
+          f"{first['distinct']['common_sets']:,} distinct common case sets among the pairs that differ\n")
+    header = f"{'revision':<16} {'CPU-s equal':>12} {'CPU-s distinct':>15} {'ratio':>7} {'wall-s equal':>13} " \
+             f"{'wall-s distinct':>16} {'ratio':>7}"
+    print(header)
+    print("-" * len(header))
+    for label, r in got.items():
+        e, d = r["equal"], r["distinct"]
+        print(f"{label:<16} {e['cpu_s']:>12.2f} {d['cpu_s']:>15.2f} {d['cpu_s'] / e['cpu_s']:>6.1f}x "
+              f"{e['wall_s']:>13.2f} {d['wall_s']:>16.2f} {d['wall_s'] / e['wall_s']:>6.1f}x")
+    new = got["this checkout"]
+    ratio = new["distinct"]["cpu_s"] / new["equal"]["cpu_s"]
+    print(f"\ndistinct / equal CPU, this checkout: {ratio:.2f}x (goal <= 2x: {'met' if ratio <= 2 else 'NOT met'}); "
+          f"distinct case sets, this checkout vs {args.against}: "
+          f"{got[args.against]['distinct']['cpu_s'] / new['distinct']['cpu_s']:.1f}x less CPU")
+    for c in ("equal", "distinct"):
+        old_rows, new_rows = comparisons[args.against][c], comparisons["this checkout"][c]
+        diff = {col: (old_rows[col] - new_rows[col]).abs().max() for col in ("delta", "ci_lower", "ci_upper")}
+        same = {col: int(((old_rows[col] == new_rows[col]) | (old_rows[col].isna() & new_rows[col].isna())).sum())
+                for col in ("delta", "ci_lower", "ci_upper", "p_value")}
+        print(f"comparisons ({c}) vs {args.against}: max |difference| delta {diff['delta']:.1e}, CI "
+              f"{max(diff['ci_lower'], diff['ci_upper']):.1e}; identical to the last bit: "
+              + ", ".join(f"{col} {n:,}/{len(new_rows):,}" for col, n in same.items()))
+    return 0
+
+
+def files(args) -> int:
+    import pandas as pd
+
+    sys.path.insert(0, str(HERE))
+    from _workdir import revision
+
+    boards = leaderboard(args.cases * args.models, n_models=args.models, seed=SEED)
+    chars = boards["model_1"]["reference"].str.len().mean() + boards["model_1"]["hypothesis"].str.len().mean()
+    print(f"per-model files of the bootstrap job (results/summary/...): {args.models} models x {args.cases:,} cases, "
+          f"{args.n_boot:,} resamples, lexical panel (5 leaves), synthetic reports (reference + hypothesis "
+          f"{chars:.0f} characters a case)")
+    sizes = {}
+    with revision(args.against) as old, tempfile.TemporaryDirectory() as tmp:
+        inputs = Path(tmp) / "inputs"
+        inputs.mkdir()
+        for m, frame in zip((f"m{i:03d}" for i in range(args.models)), boards.values()):
+            frame.to_parquet(inputs / f"{m}.parquet")  # the canonical pairs, as generations.csv copied them
+            pd.DataFrame({"sample_id": [], "reason": [], "action": []}).to_csv(inputs / f"{m}.drops.csv", index=False)
+        for label, root in ((args.against, old / "src"), ("this checkout", HERE.parent / "src")):
+            out = Path(tmp) / label.replace(" ", "_")
+            job = {"models": args.models, "cases": args.cases, "n_boot": args.n_boot, "inputs": str(inputs),
+                   "out": str(out)}
+            sizes[label] = run_child(FILES_CHILD, job, root, args.blas_threads)
+        pairs_mb = sum(p.stat().st_size for p in inputs.glob("*.parquet")) / 1e6
+    names = sorted({name for s in sizes.values() for name in s})
+    header = f"{'revision':<16} " + " ".join(f"{name:>20}" for name in names) + f" {'total':>10} {'per model':>10}"
+    print(header)
+    print("-" * len(header))
+    for label, s in sizes.items():
+        total = sum(s.values()) / 1e6
+        print(f"{label:<16} " + " ".join(f"{s.get(name, 0) / 1e6:>17.1f} MB" for name in names)
+              + f" {total:>7.1f} MB {total / args.models:>7.2f} MB")
+    print(f"(the canonical pairs, results/pairs/, hold the generations: {pairs_mb:.1f} MB as parquet)")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples (default 1000)")
-    parser.add_argument("--cases", type=int, default=2300, help="report pairs per model (default 2300)")
-    parser.add_argument("--models", type=int, default=1, help="models (default 1; >1 adds paired comparisons)")
+    parser.add_argument("--cases", type=int, help="report pairs per model (default 2300; --case-sets/--files 2347)")
+    parser.add_argument("--models", type=int,
+                        help="models (default 1, >1 adds paired comparisons; --case-sets/--files 100)")
     parser.add_argument("--sample", type=int, default=10,
                         help="resamples the recompute method actually runs with radrank's metrics (default 10)")
     parser.add_argument("--lib-sample", type=int, default=2,
                         help="resamples recomputed with the reference libraries (default 2; 0 skips)")
+    parser.add_argument("--case-sets", action="store_true",
+                        help="cost on equal vs many distinct case sets, this checkout vs --against")
+    parser.add_argument("--files", action="store_true", help="size of the per-model files, this checkout vs --against")
+    parser.add_argument("--against", default="HEAD", help="the revision measured in the same run (default HEAD)")
+    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads in --case-sets/--files (default 1)")
     args = parser.parse_args(argv)
+    if args.case_sets or args.files:
+        args.cases, args.models = args.cases or 2347, args.models or 100
+        return case_sets(args) if args.case_sets else files(args)
+    args.cases, args.models = args.cases or 2300, args.models or 1
 
     boards = leaderboard(args.cases * args.models, n_models=args.models, seed=SEED)
     leaves = [leaf for name in METRICS for leaf in metrics.leaves(name)]

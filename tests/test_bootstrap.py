@@ -8,6 +8,7 @@ only saves time; BLEU-4 is recomputed as a BleuScorer corpus on every resample.
 
 from __future__ import annotations
 
+import importlib
 import random
 from functools import lru_cache
 
@@ -183,6 +184,22 @@ def test_comparison_with_missing_cases_uses_common_cases(result, leaf):
     assert abs(comp["delta"] - (_replicates(result, "A", leaf)[0] - _replicates(result, "C", leaf)[0])) > 1e-6
 
 
+def _brute_force_deltas(scores, leaf, a, b, n_boot=N_BOOT, seed=SEED):
+    """(n_common, leaf a − leaf b: [0] on all common cases, [1:] per resample), each leaf summed case by case
+    over the common cases drawn (resample_indices), as a naive bootstrap restricted to them would."""
+    cases = sorted(set().union(*(set(df["sample_id"]) for df in scores.values())))
+    idx = resample_indices(len(cases), n_boot, seed)
+    common = set(scores[a]["sample_id"]) & set(scores[b]["sample_id"])
+
+    def values(model):
+        stats = leaf.statistics(scores[model])
+        by_case = dict(zip(scores[model]["sample_id"], stats))
+        drawn = [[by_case[cases[i]] for i in rows if cases[i] in common] for rows in [range(len(cases)), *idx]]
+        return np.array([leaf.value(np.sum(np.reshape(d, (-1, stats.shape[1])), axis=0)) for d in drawn])
+
+    return len(common), values(a) - values(b)
+
+
 def test_comparisons_on_several_differing_case_sets_equal_a_brute_force_recompute():
     """Five models, four case sets (C and E share one, D's overlaps C's partly): every comparison is the
     pair's leaf on its common cases, resample by resample, summed case by case from the drawn indices."""
@@ -192,21 +209,11 @@ def test_comparisons_on_several_differing_case_sets_equal_a_brute_force_recomput
     scores = _scores(pairs)
     leaves = _leaves()
     res = bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED)
-    cases = sorted(set().union(*(set(df["sample_id"]) for df in scores.values())))
-    idx = resample_indices(len(cases), N_BOOT, SEED)
     comps = res.comparisons.set_index(["model_a", "model_b", "metric"])
     assert len(comps) == 10 * len(leaves)
     for (a, b, name), row in comps.iterrows():
-        common = set(scores[a]["sample_id"]) & set(scores[b]["sample_id"])
-        assert row["n_common"] == len(common)
-        leaf = next(leaf for leaf in leaves if leaf.name == name)
-
-        def values(model):
-            by_case = dict(zip(scores[model]["sample_id"], leaf.statistics(scores[model])))
-            drawn = [[by_case[cases[i]] for i in rows if cases[i] in common] for rows in [range(len(cases)), *idx]]
-            return np.array([leaf.value(np.sum(d, axis=0)) for d in drawn])
-
-        deltas = values(a) - values(b)
+        n_common, deltas = _brute_force_deltas(scores, next(leaf for leaf in leaves if leaf.name == name), a, b)
+        assert row["n_common"] == n_common
         assert abs(row["delta"] - deltas[0]) <= 1e-12, (a, b, name)
         lo, hi = np.quantile(deltas[1:], [0.025, 0.975])
         assert abs(row["ci_lower"] - lo) <= 1e-12 and abs(row["ci_upper"] - hi) <= 1e-12, (a, b, name)
@@ -215,6 +222,135 @@ def test_comparisons_on_several_differing_case_sets_equal_a_brute_force_recomput
     for a, b in (("A", "B"), ("C", "E")):
         assert comps.loc[(a, b, "bleu4"), "delta"] == \
             _replicates(res, a, "bleu4")[0] - _replicates(res, b, "bleu4")[0]
+
+
+def _subset(scores, keep):
+    """``scores`` on the cases whose number satisfies ``keep``."""
+    return scores[[keep(int(s[1:])) for s in scores["sample_id"]]].reset_index(drop=True)
+
+
+def _many_case_sets():
+    """Eleven models: A, B, C and eight on case sets of their own — four each missing its own (overlapping)
+    cases, two disjoint (no common case), one with a single case, and A on fewer cases (A's statistics)."""
+    base = _scores(PAIRS)
+    scores = dict(base)
+    for k in range(4):
+        scores[f"B-{k}"] = _subset(base["B"], lambda i, k=k: i % 9 != k and i % 11 != k + 1)
+    scores["A-odd"] = _subset(base["A"], lambda i: i % 2 == 1)
+    scores["B-even"] = _subset(base["B"], lambda i: i % 2 == 0)
+    scores["B-one"] = _subset(base["B"], lambda i: i == 5)
+    scores["A-part"] = _subset(base["A"], lambda i: i % 7 != 3)
+    return scores
+
+
+def test_comparisons_on_many_distinct_case_sets_equal_a_brute_force_recompute():
+    """Every comparison among models with many distinct missing patterns — pairs that both miss cases,
+    disjoint pairs (NaN where a leaf has no case), a single common case (resamples that miss it are left
+    out of the interval) — is the brute-force recomputation on the pair's common cases."""
+    scores = _many_case_sets()
+    leaves = _leaves()
+    res = bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED)
+    comps = res.comparisons.set_index(["model_a", "model_b", "metric"])
+    assert len(comps) == 55 * len(leaves)
+    assert comps.loc[("A-odd", "B-even", "bleu2"), "n_common"] == 0
+    assert (comps.loc[("A", "B-one"), "n_common"] == 1).all()
+    for (a, b, name), row in comps.iterrows():
+        n_common, deltas = _brute_force_deltas(scores, next(leaf for leaf in leaves if leaf.name == name), a, b)
+        assert row["n_common"] == n_common, (a, b, name)
+        np.testing.assert_allclose(row["delta"], deltas[0], rtol=0, atol=1e-12, err_msg=str((a, b, name)))
+        finite = deltas[1:][np.isfinite(deltas[1:])]
+        if finite.size:
+            lo, hi = np.quantile(finite, [0.025, 0.975])
+            assert abs(row["ci_lower"] - lo) <= 1e-12 and abs(row["ci_upper"] - hi) <= 1e-12, (a, b, name)
+            assert row["p_value"] == min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))), (a, b, name)
+        else:
+            assert np.isnan([row["ci_lower"], row["ci_upper"], row["p_value"]]).all(), (a, b, name)
+    # the disjoint pair: a mean over no case is NaN
+    assert np.isnan(comps.loc[("A-odd", "B-even", "bleu2"), "delta"])
+    # a single common case: some resamples draw it, some do not
+    assert 0 < np.isnan(_brute_force_deltas(scores, _leaves(("bleu2",))[0], "A", "B-one")[1]).sum() < N_BOOT
+
+
+def test_comparison_on_common_cases_depends_only_on_them():
+    """A model and the same model on fewer cases differ by exactly 0 on every resample; and a comparison
+    is the same, to the last bit, whichever other models (with other case sets and value ranges) are
+    bootstrapped with the pair."""
+    scores = _many_case_sets()
+    leaves = _leaves()
+    res = bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED)
+    comps = res.comparisons.set_index(["model_a", "model_b"])
+    same = comps.loc[("A", "A-part")]
+    assert (same["delta"] == 0).all() and (same["ci_lower"] == 0).all() and (same["ci_upper"] == 0).all()
+    assert (same["p_value"] == 1).all() and (same["n_common"] == N_CASES - 6).all()
+
+    wide = scores["B-2"].copy()  # values far below the others': more limbs for every statistic
+    wide[["bleu2", "rouge1", "rouge2", "rougeL"]] *= 1e-12
+    alone = bootstrap({m: scores[m] for m in ("A", "B-0", "B-1")}, leaves, n_boot=N_BOOT, seed=SEED)
+    crowded = bootstrap({**scores, "B-2": wide}, leaves, n_boot=N_BOOT, seed=SEED)
+    for pair in (("A", "B-0"), ("B-0", "B-1")):
+        rows = [r.comparisons.set_index(["model_a", "model_b"]).loc[pair].reset_index(drop=True)
+                for r in (alone, crowded)]
+        pd.testing.assert_frame_equal(*rows, check_exact=True)
+
+
+def test_comparisons_on_common_cases_multiply_only_the_cases_one_side_lacks(monkeypatch):
+    """The cost of many distinct case sets: no product runs over a pair's common cases, only over the cases
+    one model lacks, for every model that model limits at once (plus one per pair where both lack cases)."""
+    module = importlib.import_module("radrank.stats.bootstrap")  # (radrank.stats.bootstrap is also the function)
+    calls, original = [], module._CommonCaseReplicates.on_cases_outside
+
+    def recorded(self, models, lacking):
+        calls.append((len(models), int(lacking.sum())))
+        return original(self, models, lacking)
+
+    monkeypatch.setattr(module._CommonCaseReplicates, "on_cases_outside", recorded)
+    scores = _many_case_sets()
+    bootstrap(scores, _leaves(), n_boot=N_BOOT, seed=SEED)
+    lacking = {m: N_CASES - len(df) for m, df in scores.items() if len(df) < N_CASES}
+    assert max(n for _, n in calls) <= max(lacking.values())
+    assert len(calls) <= len(lacking) + len(lacking) * (len(lacking) - 1) // 2
+    assert max(n for n, _ in calls) >= len(scores) - len(lacking)  # the models with every case, at least
+
+
+def test_comparisons_without_resamples_on_common_cases():
+    res = bootstrap({m: _many_case_sets()[m] for m in ("A", "B-0")}, _leaves(), n_boot=0, seed=SEED)
+    assert np.isfinite(res.comparisons["delta"]).all()
+    assert res.comparisons[["ci_lower", "ci_upper", "p_value"]].isna().all().all()
+
+
+def test_fixed_point_sums_are_exact():
+    """Limbs hold every value exactly, and count-weighted sums of limbs (float64 products) are the exact
+    sums of the values, whatever their magnitudes and signs, turned into the nearest float or next to it."""
+    from fractions import Fraction
+
+    from radrank.stats.bootstrap import _all_counts, _FixedPoint
+
+    rng = np.random.default_rng(5)
+    n = 60
+    columns = [rng.random(n), rng.integers(0, 50, n).astype(float),
+               rng.normal(0, 3, n) * 10.0 ** rng.integers(-12, 3, n),  # both signs, 14 decades
+               np.zeros(n), np.where(rng.random(n) < 0.5, 0.0, rng.random(n) * 1e-9), rng.random(n) * 1e6]
+    stats = [np.column_stack(columns), np.column_stack(columns)[::-1] * 0.5]  # two "models"
+    fixed = _FixedPoint(stats, n)
+    counts = np.vstack([_all_counts(n, 25, 3), np.ones((1, n), dtype="uint8")]).astype("float64")
+    for S in stats:
+        limbs = fixed.limbs(S)
+        assert (limbs == np.trunc(limbs)).all() and (np.abs(limbs) < 2.0 ** fixed.bits).all()
+        scale = [Fraction(float(s)) for s in fixed.scale[:, 0]]
+        for i in range(n):
+            for j in range(S.shape[1]):
+                held = sum(Fraction(float(v)) * scale[r] for r, v in enumerate(limbs[i]) if fixed.column[r] == j)
+                assert held == Fraction(float(S[i, j]))
+        sums = limbs.T @ counts.T  # (limbs, resamples)
+        totals = fixed.totals(sums)
+        for b in range(counts.shape[0]):
+            for j in range(S.shape[1]):
+                exact = sum(Fraction(int(c)) * Fraction(float(v)) for c, v in zip(counts[b], S[:, j]))
+                held = sum(Fraction(float(sums[r, b])) * scale[r] for r in np.flatnonzero(fixed.column == j))
+                assert held == exact
+                assert abs(Fraction(float(totals[j, b])) - exact) <= abs(exact) * Fraction(2) ** -52
+    n_limbs = _FixedPoint(stats[:1], n).n_limbs
+    assert n_limbs[1] == n_limbs[3] == 1 and n_limbs[2] >= 3  # a count, zeros: one limb; 14 decades: more
 
 
 def test_seed_determines_output():

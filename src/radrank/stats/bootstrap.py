@@ -16,10 +16,35 @@ models uses only the cases both have (each model's totals restricted to them),
 so the difference is paired case by case. ``n`` and ``n_common`` report how many
 cases each number rests on.
 
+Comparisons on common cases cost one (n_boot × n_cases) product per model,
+however many distinct case sets there are: a model's totals on the cases it
+shares with another are its totals on all its cases minus those on the (few)
+cases the other lacks. That subtraction is made exact by summing in integers
+(:class:`_FixedPoint`): each statistic is split into integer-valued limbs of
+B = 53 − bit_length(n_cases) bits at fixed binary positions, so that every sum
+of count × limb is an integer below 2**53, which float64 products add without
+rounding, in any order. What is exact:
+
+* a model's own point estimate and replicates, and every comparison of two
+  models with the same case set (the difference of their own), are the float64
+  sums of earlier versions, unchanged to the last bit;
+* a comparison on common cases — its Δ and its replicates — rests on the exact
+  sums of the statistics over the (drawn) common cases, each turned into a
+  float by adding its scaled limbs, least significant first. It depends only on
+  the two models' statistics on their common cases: two models with equal
+  statistics there differ by exactly 0 on every resample (Δ = 0, p = 1), and
+  the other models, the order of summation and BLAS's threads change nothing.
+  It may differ from a float64 sum over the same cases (an earlier version's, a
+  naive recomputation's) in the last bits, that sum's rounding. Exact while a
+  statistic's values span at most ``MAX_LIMBS`` limbs: a count needs one, scores
+  in [1e-15, 1] at most four (up to 65,535 cases). Bits below those are dropped
+  (still the same for equal statistics, but no longer independent of the other
+  models' values).
+
 Memory is linear in the number of models: the resample counts are held once
-(2 bytes a count up to 65,535 cases), each model's statistics once, and the
-comparisons on common cases are made one common case set at a time, each pair
-reduced to its row at once (no per-pair copies of statistics or replicates).
+(2 bytes a count up to 65,535 cases), each model's statistics, their limbs and
+the limbs' totals once, and each comparison on common cases is reduced to its
+row at once (no per-pair copies of statistics or replicates).
 
 Outputs per (model, leaf): the point estimate on all cases, the mean and
 standard deviation (ddof=1) of the replicates, and the percentile interval at
@@ -35,6 +60,8 @@ from itertools import combinations
 import numpy as np
 
 CHUNK = 256  # resamples generated and reduced at a time: bounds memory for large n
+MAX_LIMBS = 4  # limbs per statistic at most: values spanning more lose their lowest bits
+MODEL_BLOCK = 8  # models whose limbs and replicates on common cases are computed together
 
 
 def _chunks(n_boot: int):
@@ -105,28 +132,148 @@ def bootstrap_p_value(deltas: np.ndarray) -> float:
     return float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
 
 
-def _replicate_values(model_stats: dict, leaves, offsets, counts: np.ndarray, n_boot: int, mask=None):
+def _replicate_values(model_stats: dict, leaves, offsets, counts: np.ndarray, n_boot: int):
     """Point estimates and bootstrap replicates of every leaf of every model in ``model_stats``
-    (model -> its leaves' statistics side by side, (n_cases, Σk)), restricted to the cases in ``mask``
-    if given: ({(model, leaf name): point}, {(model, leaf name): (n_boot,) replicates}).
+    (model -> its leaves' statistics side by side, (n_cases, Σk)):
+    ({(model, leaf name): point}, {(model, leaf name): (n_boot,) replicates}).
 
     One matrix product per model and chunk of resamples, each of the same shape, so a model's numbers
     never depend on which other models are scored with it (not even in the last bit).
     """
-    mats = {m: (S if mask is None else S * mask[:, None]) for m, S in model_stats.items()}
     point, reps = {}, {}
-    for m, S in mats.items():
+    for m, S in model_stats.items():
         totals = S.sum(axis=0, keepdims=True)
         for i, leaf in enumerate(leaves):
             point[m, leaf.name] = leaf.value(totals[:, offsets[i]: offsets[i + 1]])[0]
             reps[m, leaf.name] = np.empty(n_boot)
     for start, size in _chunks(n_boot):
         chunk = counts[start: start + size].astype("float64")
-        for m, S in mats.items():
+        for m, S in model_stats.items():
             totals = chunk @ S
             for i, leaf in enumerate(leaves):
                 reps[m, leaf.name][start: start + size] = leaf.value(totals[:, offsets[i]: offsets[i + 1]])
     return point, reps
+
+
+class _FixedPoint:
+    """Statistics as integer-valued float64 limbs, for sums that are exact in any order.
+
+    Limb ``q`` of a value holds its bits from 2**(q·B) up to 2**((q+1)·B), with the value's sign
+    (truncation toward zero), so a value's limbs depend on the value alone. A statistic column has the
+    limbs from the one holding the top bit of its largest magnitude down to the one holding the lowest
+    set bit of any of its values, over every model (at most ``MAX_LIMBS``). Each limb is below 2**B in
+    magnitude and a resample's counts add up to n_cases, so with B = 53 − bit_length(n_cases) every
+    sum of count × limb, partial or whole, is an integer below 2**53: float64 products and
+    differences of such sums are exact.
+    """
+
+    def __init__(self, stats: list, n_cases: int):
+        self.bits = 53 - max(int(n_cases), 1).bit_length()
+        k = stats[0].shape[1] if stats else 0
+        top, low = np.full(k, -np.inf), np.full(k, np.inf)  # exponent of the highest / lowest set bit
+        for S in stats:
+            mags = np.where(np.isfinite(S), np.abs(S), 0.0)
+            mant, exp = np.frexp(mags)  # mags = mant · 2**exp, mant in [0.5, 1)
+            nonzero = mags > 0
+            mant_int = (mant * 2.0 ** 53).astype("int64")
+            lowest = exp - 53 + (np.frexp((mant_int & -mant_int).astype("float64"))[1] - 1)
+            top = np.maximum(top, np.where(nonzero, exp - 1, -np.inf).max(axis=0, initial=-np.inf))
+            low = np.minimum(low, np.where(nonzero, lowest, np.inf).min(axis=0, initial=np.inf))
+        empty = ~np.isfinite(top)  # a column of zeros: one limb of zeros
+        self.top = np.where(empty, 0, np.floor_divide(np.where(empty, 0, top), self.bits)).astype("int64")
+        lowest_limb = np.floor_divide(np.where(empty, 0, low), self.bits).astype("int64")
+        self.n_limbs = np.clip(self.top - lowest_limb + 1, 1, MAX_LIMBS)
+        # Limb rows of a product, by level: the least significant limb of every statistic (in column order),
+        # then the next one of those that have one, and so on — the order they are added in.
+        columns = [np.flatnonzero(self.n_limbs > t) for t in range(int(self.n_limbs.max(initial=1)))]
+        ends = np.cumsum([len(c) for c in columns])
+        self.levels = [(c, slice(end - len(c), end)) for c, end in zip(columns, ends)]  # (statistics, limb rows)
+        self.column = np.concatenate(columns)
+        self.depth = np.concatenate([self.n_limbs[c] - 1 - t for t, c in enumerate(columns)])  # limbs below the top
+        self.scale = np.ldexp(1.0, (self.top[self.column] - self.depth) * self.bits)[:, None]
+
+    def limbs(self, values: np.ndarray) -> np.ndarray:
+        """(r, k) statistics -> (r, Σ limbs) integer-valued limbs."""
+        out = np.empty((values.shape[0], int(self.n_limbs.max(initial=1)), values.shape[1]))
+        rest = np.ldexp(values, -self.top * self.bits)  # below 2**B in magnitude
+        for depth in range(out.shape[1]):
+            out[:, depth] = np.trunc(rest)
+            rest = np.ldexp(rest - out[:, depth], self.bits)
+        return out[:, self.depth, self.column]
+
+    def totals(self, limb_sums: np.ndarray) -> np.ndarray:
+        """(..., Σ limbs, r) exact sums of limbs -> (..., k, r) totals: each limb scaled (exact), then a
+        statistic's limbs added one by one, least significant first; + 0.0 so that a zero total is +0 however
+        it was reached."""
+        (_, least), *higher = self.levels
+        out = limb_sums[..., least, :] * self.scale[least]
+        for columns, rows in higher:
+            out[..., columns, :] += limb_sums[..., rows, :] * self.scale[rows]
+        out += 0.0
+        return out
+
+
+class _CommonCaseReplicates:
+    """Models' leaves on the cases they share with another model, for many models at once: the totals on
+    all of a model's cases minus those on the cases the other lacks, both exact (:class:`_FixedPoint`). The
+    point estimate is one more resample, drawing every case once. Limbs are made as needed (a block of
+    models, or a few cases, at a time), so only their totals are held."""
+
+    def __init__(self, model_stats: dict, leaves, offsets, counts: np.ndarray):
+        self.model_stats, self.leaves, self.offsets = model_stats, leaves, offsets
+        self.index = {m: i for i, m in enumerate(model_stats)}
+        self.fixed = _FixedPoint(list(model_stats.values()), counts.shape[1])
+        n_boot, n_limbs = counts.shape[0], len(self.fixed.column)
+        self.limb_totals = np.empty((len(model_stats), n_limbs, n_boot + 1))  # per resample, then on every case
+        stats = list(model_stats.values())
+        for first in range(0, len(stats), MODEL_BLOCK):
+            block = self._limbs(stats[first: first + MODEL_BLOCK])  # (n_cases, models × Σ limbs)
+            totals = self.limb_totals[first: first + MODEL_BLOCK]
+            for start, size in _chunks(n_boot):
+                product = counts[start: start + size].astype("float64") @ block
+                totals[:, :, start: start + size] = product.reshape(size, len(totals), n_limbs).transpose(1, 2, 0)
+            totals[:, :, n_boot] = block.sum(axis=0).reshape(len(totals), n_limbs)
+        self.counts_by_case = np.ones((counts.shape[1], n_boot + 1), dtype=counts.dtype)  # (cases, resamples + 1)
+        self.counts_by_case[:, :n_boot] = counts.T  # a case's counts contiguous: a few cases' are gathered cheaply
+        self._all_cases = {}  # model -> its point estimates and replicates on all its cases (shared by many pairs)
+
+    def _limbs(self, stats: list) -> np.ndarray:
+        """(r, models × Σ limbs): the limbs of the models' (r, k) statistics side by side."""
+        rows = np.stack(stats, axis=1)  # (r, models, k)
+        return self.fixed.limbs(rows.reshape(-1, rows.shape[2])).reshape(rows.shape[0], -1)
+
+    def _values(self, limb_sums: np.ndarray) -> list:
+        """[(point estimates, replicates)], one per model, from (models, Σ limbs, resamples + point) limb sums
+        (a leaf gets each model's (resamples + point, k) totals)."""
+        out = []
+        for totals in self.fixed.totals(limb_sums):
+            values = {leaf.name: leaf.value(totals[self.offsets[i]: self.offsets[i + 1]].T)
+                      for i, leaf in enumerate(self.leaves)}
+            out.append(({name: v[-1] for name, v in values.items()}, {name: v[:-1] for name, v in values.items()}))
+        return out
+
+    def on_all_cases(self, model):
+        """({leaf name: point estimate}, {leaf name: (n_boot,) replicates}) of ``model`` on all its cases."""
+        if model not in self._all_cases:
+            row = self.index[model]
+            self._all_cases[model] = self._values(self.limb_totals[row: row + 1])[0]
+        return self._all_cases[model]
+
+    def on_cases_outside(self, models: list, lacking: np.ndarray) -> list:
+        """[(point estimates, replicates)] of each of ``models`` on its cases outside ``lacking`` (a case mask),
+        as :meth:`on_all_cases` gives them: the lacking cases' counts times all the models' limbs there, a
+        block of models at a time (its arrays stay in cache)."""
+        cases = np.flatnonzero(lacking)
+        counts = self.counts_by_case[cases].astype("float64")
+        out = []
+        for start in range(0, len(models), MODEL_BLOCK):
+            block = models[start: start + MODEL_BLOCK]
+            limbs = self._limbs([self.model_stats[m][cases] for m in block])
+            lacked = (limbs.T @ counts).reshape((len(block),) + self.limb_totals.shape[1:])
+            for i, m in enumerate(block):
+                np.subtract(self.limb_totals[self.index[m]], lacked[i], out=lacked[i])
+            out += self._values(lacked)
+        return out
 
 
 def _comparison(delta_point, deltas: np.ndarray, n_boot: int, level: float) -> dict:
@@ -168,22 +315,28 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
 
     pairs = list(combinations(models, 2)) if compare else []
     compared = {}  # (a, b, leaf name) -> delta, ci_lower, ci_upper, p_value
-    # Pairs whose case sets differ are compared on their common cases: grouped by that
-    # set, each group's models' statistics are masked to it once, and each pair is reduced
-    # to its row before the next group.
-    by_common: dict = {}
-    for a, b in pairs:
-        if not np.array_equal(present[a], present[b]):
-            common = present[a] & present[b]
-            by_common.setdefault(common.tobytes(), (common, []))[1].append((a, b))
-    for common, group in by_common.values():
-        involved = {m: model_stats[m] for m in sorted({m for pair in group for m in pair})}
-        r_point, r_reps = _replicate_values(involved, leaves, offsets, counts, n_boot, mask=common)
-        for a, b in group:
-            for leaf in leaves:
-                compared[a, b, leaf.name] = _comparison(r_point[a, leaf.name] - r_point[b, leaf.name],
-                                                        r_reps[a, leaf.name] - r_reps[b, leaf.name], n_boot, level)
-        del r_reps
+    # Pairs whose case sets differ are compared on their common cases (_CommonCaseReplicates). Each is computed
+    # with the model y that lacks cases the other one, x, has (if both do, y is b): x with every model that y
+    # limits at once, y on its own; each pair is reduced to its row at once.
+    unequal = [(a, b) for a, b in pairs if not np.array_equal(present[a], present[b])]
+    if unequal:
+        on_common = _CommonCaseReplicates({m: model_stats[m] for m in sorted({m for p in unequal for m in p})},
+                                          leaves, offsets, counts)
+        limited_by = {}  # y -> [(pair, position of x in it)]
+        for a, b in unequal:
+            x_at = 0 if (present[a] & ~present[b]).any() else 1
+            limited_by.setdefault((b, a)[x_at], []).append(((a, b), x_at))
+        for y, group in limited_by.items():
+            limited = on_common.on_cases_outside([pair[x_at] for pair, x_at in group], ~present[y])
+            for ((a, b), x_at), x_side in zip(group, limited):
+                x = (a, b)[x_at]
+                y_side = on_common.on_cases_outside([y], ~present[x])[0] if (present[y] & ~present[x]).any() \
+                    else on_common.on_all_cases(y)
+                (point_a, reps_a), (point_b, reps_b) = (x_side, y_side) if x_at == 0 else (y_side, x_side)
+                for leaf in leaves:
+                    compared[a, b, leaf.name] = _comparison(point_a[leaf.name] - point_b[leaf.name],
+                                                            reps_a[leaf.name] - reps_b[leaf.name], n_boot, level)
+        del on_common
 
     summary_rows = []
     for (m, name) in keys:
@@ -227,9 +380,9 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
 
 
 # Memory to declare for a bootstrap job (statistics, replicates and every file written from them). Measured by
-# benchmarks/memory.py at 2,347 cases, 5 leaves, 1,000 resamples: 190 MB at 10 models, 325 MB at 100 (0.3 MB per
-# model × leaf); declared with ~3x headroom for larger case sets: a fixed part plus 1 MB per model × leaf × 1000
-# resamples.
+# benchmarks/memory.py at 5 leaves, 1,000 resamples, a third of the models each missing its own 1-3 % of the cases:
+# 2,347 cases, 208 MB at 25 models, 333 MB at 100 (0.33 MB per model × leaf); 10,000 cases, 647 MB at 100 (0.72).
+# Declared: a fixed part plus 1 MB per model × leaf × 1000 resamples (headroom for larger case sets).
 BASE_MB = 500
 MB_PER_MODEL_LEAF = 1.0
 
