@@ -5,6 +5,7 @@ Run it in the radrank checkout (the folder with the ``Snakefile``; ``-C DIR`` po
     radrank run [--route auto|here|venv|conda] [--slurm] [--envs LIST] [--torch V] [SNAKEMAKE ARGS ...]
     radrank status [--configfile FILE ...]
     radrank results [--configfile FILE ...]
+    radrank cache info|prune [--max-gb N] [--older-than-days D] [--dry-run] [--configfile FILE ...]
 
 ``run`` chooses how the rules find their packages (``--route``):
 
@@ -17,7 +18,7 @@ Run it in the radrank checkout (the folder with the ``Snakefile``; ``-C DIR`` po
 * ``conda`` — Snakemake's own ``--sdm conda`` with ``envs/<family>.yaml``.
 
 Whatever the route, the core family's rules (ingest, lexical scoring, statistics, leaderboard,
-report) run inside the Snakemake process itself (radrank.jobs.run_in_process), so Snakemake is started
+report) run in the Snakemake process or its worker processes (radrank.workers), so Snakemake is started
 from an environment with the core family: this one, or ``.venvs/core`` on the venv route.
 * ``auto`` (default) — ``here`` when the config needs only the core family and Snakemake is
   importable here, else ``venv``.
@@ -229,6 +230,68 @@ def results(ns, args: list[str]) -> int:
     return 0
 
 
+# --- the score cache ---------------------------------------------------------------------------
+
+
+def cache_root(args: list[str]):
+    """The score cache folder of the checkout's config (``score_cache.dir``, else the defaults); None: off."""
+    from radrank import score_cache
+    from radrank.workflow import read_config
+
+    files = config_files(args)
+    config = {} if files == [str(DEFAULT_CONFIG)] and not DEFAULT_CONFIG.is_file() else read_config(files)
+    return score_cache.root_from_config(config)
+
+
+def human_bytes(n: float) -> str:
+    """Decimal units, as --max-gb counts them."""
+    if n < 1000:
+        return f"{n:.0f} B"
+    for unit in ("kB", "MB", "GB"):
+        n /= 1000
+        if n < 1000 or unit == "GB":
+            return f"{n:.1f} {unit}"
+
+
+def cache(ns, args: list[str]) -> int:
+    import time
+
+    from radrank import score_cache
+
+    if ns.action == "info" and (ns.max_gb is not None or ns.older_than_days is not None or ns.dry_run):
+        raise CliError("--max-gb, --older-than-days and --dry-run are options of `radrank cache prune`")
+    if (ns.max_gb or 0) < 0 or (ns.older_than_days or 0) < 0:
+        raise CliError("--max-gb and --older-than-days cannot be negative")
+    root = cache_root(args)
+    if root is None:
+        print(f"The score cache is off (score_cache.dir or ${score_cache.ENV_VAR} says so)")
+        return 0
+    print(f"Score cache: {root}")
+    if ns.action == "info":
+        spaces = score_cache.info(root)
+        if not spaces:
+            print("  empty")
+            return 0
+        print(f"  {'namespace':12s} {'metric':16s} {'entries':>11s} {'packs':>6s} {'size':>9s}  last used")
+        for space in spaces:
+            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(space.last_used)) if space.last_used else "-"
+            print(f"  {space.id[:12]:12s} {space.metric[:16]:16s} {space.entries:>11,d} {len(space.packs):>6d} "
+                  f"{human_bytes(space.bytes):>9s}  {used}")
+        print(f"  {len(spaces)} namespace(s), {sum(s.entries for s in spaces):,d} entries, "
+              f"{human_bytes(sum(s.bytes for s in spaces))}")
+        return 0
+    result = score_cache.prune(root, max_bytes=None if ns.max_gb is None else int(ns.max_gb * 1e9),
+                               older_than_days=ns.older_than_days, dry_run=ns.dry_run)
+    would = "would " if ns.dry_run else ""
+    merged = sum(len(inputs) for inputs, _ in result.compacted)
+    print(f"  {would}remove {len(result.removed)} pack(s) ({human_bytes(result.removed_bytes)})"
+          f" and {len(result.stale_temporaries)} stale temporary file(s); {would}compact {merged} small pack(s) "
+          f"into {len(result.compacted)}")
+    print(f"  size: {human_bytes(result.bytes_before)} -> {human_bytes(result.bytes_after)}"
+          + (" (before compaction)" if ns.dry_run else ""))
+    return 0
+
+
 # --- entry point -------------------------------------------------------------------------------
 
 
@@ -248,6 +311,14 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="which environments are built, how many results exist, what would run",
                    allow_abbrev=False)
     sub.add_parser("results", help="where the leaderboards and the report are", allow_abbrev=False)
+    c = sub.add_parser("cache", help="the per-pair score cache (score_cache.dir): what it holds, and bound it",
+                       allow_abbrev=False)
+    c.add_argument("action", choices=("info", "prune"),
+                   help="info: namespaces, entries, size, last use; prune: remove the least recently used packs "
+                        "and compact small ones")
+    c.add_argument("--max-gb", type=float, help="prune: keep at most this many GB (least recently used go first)")
+    c.add_argument("--older-than-days", type=float, help="prune: remove what was not used for this many days")
+    c.add_argument("--dry-run", action="store_true", help="prune: say what would be removed, remove nothing")
     return p
 
 
@@ -258,7 +329,7 @@ def main(argv=None) -> int:
         rest = rest[1:]
     try:
         os.chdir(workflow_dir(ns.directory))
-        return {"run": run, "status": status, "results": results}[ns.command](ns, rest)
+        return {"run": run, "status": status, "results": results, "cache": cache}[ns.command](ns, rest)
     except (CliError, RadrankError) as e:
         say(f"error: {e}")
         return 2

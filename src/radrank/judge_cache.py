@@ -39,23 +39,24 @@ ENV_VAR = "RADRANK_JUDGE_CACHE"
 _OFF = ("off", "none", "false", "no", "0", "disabled")
 
 
-def default_root() -> Path:
+def default_root(name: str = "judge") -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "radrank" / "judge"
+    return Path(base) / "radrank" / name
 
 
-def root_of(setting) -> Path | None:
-    """The cache folder for a metric's ``cache_dir`` setting (None: caching off)."""
+def root_of(setting, env_var: str = ENV_VAR, default: str = "judge") -> Path | None:
+    """The cache folder for a metric's ``cache_dir`` setting (None: caching off); ``env_var`` and
+    ``default`` (the folder under ``~/.cache/radrank``) let radrank.score_cache resolve its own the same way."""
     if setting is False:
         return None
     value = "" if setting is None or setting is True else str(setting).strip()
     if value.lower() in _OFF:
         return None
     if not value:
-        value = os.environ.get(ENV_VAR, "").strip()
+        value = os.environ.get(env_var, "").strip()
         if value.lower() in _OFF:
             return None
-    return Path(os.path.expanduser(value)) if value else default_root()
+    return Path(os.path.expanduser(value)) if value else default_root(default)
 
 
 def make_key(identity: dict, request, params: dict, *, backend: str = "hf") -> str:

@@ -1,0 +1,766 @@
+"""A content-addressed cache of per-pair scores: a pair scored once by a model metric is never scored again.
+
+A model metric's score of a pair depends only on the pair's content (reference, hypothesis and, for the
+metrics that read it, the context: age, indication ...) and on what the metric is: its name, its identity
+(version and scoring settings) and the weights it loads. The scoring job therefore asks the cache first:
+
+* :func:`pair_digests` names each pair by the sha256 of an unambiguous encoding of its columns;
+* a :class:`Namespace` holds the scores of one metric identity (``ScoreCache(root).namespace(key)``,
+  ``key`` a JSON-able dict: the metric, its identity, a fingerprint of its weights), keyed by digest.
+
+Layout: ``<root>/v1/<namespace id>/`` holds ``key.json`` (the key, for people and ``radrank cache info``),
+``last-used`` (an empty marker whose mtime is the namespace's last lookup or store) and immutable *packs*
+``pack-<creation time, ns>-<random>.parquet``: the digests and score columns of one store (or of one
+compaction of several packs). A pack is written to a temporary ``.pack-*.part`` file in its folder,
+fsynced, and renamed into place under a name nobody else uses: on POSIX and NFS a reader sees a whole
+pack or none, and many cluster jobs storing the same or different entries at once never lose or tear one.
+No file is ever modified, no locks. Two jobs that score the same pair both store it; a lookup takes any
+one of the copies (they are equal by construction: same identity, same weights, same pair). On NFS a pack
+another node just stored may be listed a little later (the client's folder cache): a miss, never a wrong row.
+
+A pack keeps, in its parquet metadata, the ``meta`` of the job that computed its rows (the model's
+provenance) and the pandas dtype of every column, so a lookup returns the dtypes that were stored
+(float64 stays float64, NaN stays NaN, ``str`` and ``object`` strings stay what they were) and a score
+file built from cached rows is the one built from fresh rows. :meth:`Namespace.meta` is the meta of the
+namespace's *oldest* pack (the smallest name); compaction keeps the oldest input's name prefix and meta.
+
+Prune and compaction delete packs that a concurrent lookup may have listed: a read that finds a listed
+pack gone lists the folder again and starts over (compaction renames its merged pack into place before it
+deletes the inputs), so a lookup never fails for it and never returns part of what is stored.
+
+"Last used" is cheap and safe under concurrency: a lookup touches (utime) the namespace's marker and the
+packs it took rows from; ``prune`` removes the packs unused for longest first (their mtime: the last store
+or lookup hit), and compacts namespaces of many small packs into a few.
+
+The root is ``score_cache.dir`` in the config; when that is empty, the ``RADRANK_SCORE_CACHE`` environment
+variable; else ``~/.cache/radrank/scores`` (``$XDG_CACHE_HOME/radrank/scores``). ``off`` disables the cache.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import secrets
+import struct
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from radrank import io as radrank_io
+from radrank import judge_cache
+from radrank.errors import RadrankError
+
+FORMAT = 1  # bump if the digest encoding or the meaning of a pack changes
+LAYOUT = f"v{FORMAT}"
+ENV_VAR = "RADRANK_SCORE_CACHE"
+DIGEST_CHARS = 32  # hex characters of sha256 kept: 128 bits
+META_KEY = b"radrank_score_cache"
+ROW_GROUP_ROWS = 65_536  # a lookup reads only the row groups of a pack that hold its hits
+READ_TRIES = 20  # listings a read tries while prune/compaction remove the packs it listed
+COMPACT_MIN_PACKS = 8  # a namespace is compacted when it has this many small packs
+COMPACT_SMALL_BYTES = 32 << 20  # packs below this size are merged ...
+COMPACT_TARGET_BYTES = 128 << 20  # ... into packs of about this size (bounded memory while merging)
+STALE_TEMP_S = 86_400  # a temporary file this old belongs to a job that was killed mid-write
+
+log = logging.getLogger("radrank")
+
+
+class ScoreCacheError(RadrankError):
+    """The cache cannot answer (its packs disagree, or kept vanishing while being read)."""
+
+
+def root_of(setting) -> Path | None:
+    """The cache folder for the ``score_cache.dir`` setting (None: caching off): the setting, else
+    ``$RADRANK_SCORE_CACHE``, else ``$XDG_CACHE_HOME/radrank/scores``; ``off`` disables it."""
+    return judge_cache.root_of(setting, env_var=ENV_VAR, default="scores")
+
+
+def root_from_config(config: dict) -> Path | None:
+    """The cache folder of a workflow config (``score_cache.dir``, then the defaults of :func:`root_of`)."""
+    return root_of((config.get("score_cache") or {}).get("dir"))
+
+
+# --- pair digests ---------------------------------------------------------------------------------
+#
+# Each value is encoded as a tag byte, its payload's length (8 bytes, big-endian) and the payload:
+#   n  missing (None, NaN, pd.NA, NaT)     -- empty payload
+#   s  str: UTF-8                          y  bytes: as they are
+#   i  integer: ASCII decimal              f  float: IEEE 754 binary64, big-endian
+#   b  bool: one byte 0 or 1
+# A row is the concatenation of its columns' encodings, after a header naming the format and the columns.
+# Types stay distinct (65, 65.0 and "65" may be formatted differently in a prompt); None, "" and "nan" too.
+
+TAG_MISSING, TAG_STR, TAG_BYTES, TAG_INT, TAG_FLOAT, TAG_BOOL = (ord(c) for c in "nsyifb")
+
+
+def _encode_value(value) -> tuple[int, bytes]:
+    """(tag, payload) of one value: the per-element path, for object columns of mixed types."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return TAG_MISSING, b""
+    if isinstance(value, str):
+        return TAG_STR, value.encode("utf-8")
+    if isinstance(value, bytes):
+        return TAG_BYTES, value
+    if isinstance(value, (bool, np.bool_)):
+        return TAG_BOOL, b"\x01" if value else b"\x00"
+    if isinstance(value, (int, np.integer)):
+        return TAG_INT, str(int(value)).encode("ascii")
+    if isinstance(value, (float, np.floating)):
+        return (TAG_MISSING, b"") if np.isnan(value) else (TAG_FLOAT, struct.pack(">d", float(value)))
+    raise TypeError(f"cannot digest a value of type {type(value).__name__}: {value!r}")
+
+
+def _fixed_width(values: np.ndarray, valid: np.ndarray, width: int):
+    """A large_binary array of the ``width``-byte rows of ``values`` where ``valid``, empty elsewhere."""
+    import pyarrow as pa
+
+    lengths = np.where(valid, width, 0).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    data = np.ascontiguousarray(values[valid]).tobytes()
+    return pa.Array.from_buffers(pa.large_binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _arrow(series: pd.Series, target=None):
+    """The column as one pyarrow array (NaN as null; an arrow-backed column may come in chunks)."""
+    import pyarrow as pa
+
+    array = pa.array(series, type=target, from_pandas=True)
+    return array.combine_chunks() if isinstance(array, pa.ChunkedArray) else array
+
+
+def _encode_column(series: pd.Series):
+    """(tags uint8 array, payload large_binary array without nulls) of one column, vectorised by dtype."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        series, dtype = series.astype(object), np.dtype(object)
+    missing = series.isna().to_numpy()
+
+    def tags_if(tag: int) -> np.ndarray:
+        return np.where(missing, TAG_MISSING, tag).astype(np.uint8)
+
+    if pd.api.types.is_bool_dtype(dtype):
+        bits = series.fillna(False).to_numpy(dtype=np.uint8) if missing.any() else series.to_numpy(dtype=np.uint8)
+        return tags_if(TAG_BOOL), _fixed_width(bits, ~missing, 1)
+    if pd.api.types.is_float_dtype(dtype):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan).astype(">f8")
+        return tags_if(TAG_FLOAT), _fixed_width(values, ~missing, 8)
+    if pd.api.types.is_integer_dtype(dtype):
+        decimal = pc.cast(_arrow(series), pa.large_string())
+        return tags_if(TAG_INT), pc.fill_null(decimal, "").cast(pa.large_binary())
+    kind = pd.api.types.infer_dtype(series, skipna=True) if dtype == object else None
+    if pd.api.types.is_string_dtype(dtype) and kind in (None, "string", "bytes", "empty"):
+        target = pa.large_binary() if kind == "bytes" else pa.large_string()
+        payload = pc.fill_null(_arrow(series, target), "").cast(pa.large_binary())
+        return tags_if(TAG_BYTES if kind == "bytes" else TAG_STR), payload
+    if dtype != object:
+        raise TypeError(f"cannot digest column {series.name!r} of dtype {dtype}")
+    try:
+        encoded = [_encode_value(v) for v in series.to_numpy(dtype=object)]
+    except TypeError as e:
+        raise TypeError(f"column {series.name!r}: {e}") from None
+    tags = np.fromiter((t for t, _ in encoded), dtype=np.uint8, count=len(encoded))
+    return tags, pa.array([p for _, p in encoded], type=pa.large_binary())
+
+
+def _with_headers(tags: np.ndarray, payload):
+    """The column's encoding: tag byte + 8-byte big-endian payload length, then the payload, per row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(tags)
+    head = np.empty((n, 9), dtype=np.uint8)
+    head[:, 0] = tags
+    head[:, 1:] = pc.binary_length(payload).to_numpy().astype(">u8").view(np.uint8).reshape(n, 8)
+    offsets = np.arange(0, 9 * (n + 1), 9, dtype=np.int64)
+    headers = pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(head)])
+    return [headers, payload]
+
+
+def _header(columns) -> bytes:
+    parts = [f"radrank-pair-digest/{FORMAT}\n".encode()]
+    for name in columns:
+        tag, payload = _encode_value(str(name))
+        parts.append(bytes([tag]) + struct.pack(">Q", len(payload)) + payload)
+    return b"".join(parts)
+
+
+def pair_digests(frame: pd.DataFrame, columns) -> np.ndarray:
+    """One content digest per row of ``frame`` over ``columns`` (in that order): 32 hex characters of the
+    sha256 of the rows' encoding (above), the same in every process and on every machine."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = list(columns)
+    n = len(frame)
+    if n == 0:
+        return np.array([], dtype=f"<U{DIGEST_CHARS}")
+    parts = []
+    for name in columns:
+        parts += _with_headers(*_encode_column(frame[name]))
+    rows = pc.binary_join_element_wise(*parts, pa.scalar(b"", pa.large_binary()))
+    offsets = np.frombuffer(rows.buffers()[1], dtype=np.int64, count=n + 1, offset=rows.offset * 8).tolist()
+    data = memoryview(rows.buffers()[2])
+    base = hashlib.sha256(_header(columns))
+    out = []
+    for start, end in zip(offsets[:-1], offsets[1:]):
+        h = base.copy()
+        h.update(data[start:end])
+        out.append(h.hexdigest()[:DIGEST_CHARS])
+    return np.array(out, dtype=f"<U{DIGEST_CHARS}")
+
+
+# --- packs ----------------------------------------------------------------------------------------
+
+
+def _is_pack(name: str) -> bool:
+    return name.startswith("pack-") and name.endswith(".parquet")
+
+
+def _created_ns(name: str) -> int:
+    return int(name.split("-")[1])
+
+
+def _list_packs(folder: Path) -> list[str]:
+    """The namespace's pack names, oldest first (the name starts with the creation time)."""
+    try:
+        return sorted(e.name for e in os.scandir(folder) if _is_pack(e.name))
+    except FileNotFoundError:
+        return []
+
+
+def _block(schema) -> dict:
+    """The cache's metadata of a pack: format, key, meta, created, rows, dtypes."""
+    return json.loads((schema.metadata or {})[META_KEY])
+
+
+def _vanished(error: OSError, folder: Path, names) -> bool:
+    """Whether a read failed because a pack it listed was removed meanwhile (ESTALE: on NFS, a removed file
+    that was already open)."""
+    return (isinstance(error, FileNotFoundError) or error.errno == errno.ESTALE
+            or any(not (folder / name).exists() for name in names))
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # not every file system syncs folders; the rename is what makes the pack appear whole
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_pack(folder: Path, table, created_ns: int) -> Path:
+    """Write ``table`` as a new pack in ``folder``: temporary file, fsync, rename to an unused name."""
+    import pyarrow.parquet as pq
+
+    path = folder / f"pack-{created_ns:020d}-{secrets.token_hex(6)}.parquet"
+    fd, tmp = tempfile.mkstemp(prefix=".pack-", suffix=".part", dir=folder)
+    try:
+        radrank_io.make_ordinary(fd)  # readable by the group like any cache file, not 0600
+        with os.fdopen(fd, "wb") as f:
+            pq.write_table(table, f, compression="zstd", row_group_size=ROW_GROUP_ROWS, use_dictionary=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_folder(folder)
+    return path
+
+
+def _unified_schema(schemas, where: str):
+    """The one arrow schema of a namespace's packs (all-null columns take the others' type)."""
+    import pyarrow as pa
+
+    names = [s.names for s in schemas]
+    if any(n != names[0] for n in names):
+        raise ScoreCacheError(f"score cache {where}: packs with different columns {names[0]} and "
+                              f"{next(n for n in names if n != names[0])}; the metric's output changed without "
+                              "a change of its identity (bump its version) — or remove the namespace")
+    try:
+        return pa.unify_schemas([s.remove_metadata() for s in schemas], promote_options="default")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise ScoreCacheError(f"score cache {where}: packs with different column types ({e}); the metric's "
+                              "output changed without a change of its identity (bump its version) — or remove "
+                              "the namespace") from None
+
+
+def _touch(path: Path) -> None:
+    """Set ``path``'s mtime to now (its "last used"); best effort: a pack pruned meanwhile, a read-only cache."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+@dataclass
+class _PackDigests:
+    digests: object  # pyarrow string array, the pack's digest column
+    schema: object  # the pack's arrow schema, with its metadata
+
+
+_PACK_DIGESTS: dict[Path, _PackDigests] = {}  # packs are immutable: their digests are read once per process
+
+
+def _pack_digests(path: Path) -> _PackDigests:
+    import pyarrow.parquet as pq
+
+    if path not in _PACK_DIGESTS:
+        with pq.ParquetFile(path) as pf:
+            _PACK_DIGESTS[path] = _PackDigests(pf.read(columns=["digest"]).column(0).combine_chunks(), pf.schema_arrow)
+    return _PACK_DIGESTS[path]
+
+
+@dataclass
+class _Index:
+    """Where each digest of a namespace is: the first (oldest) pack holding it and its row there."""
+
+    packs: tuple
+    digests: object  # pyarrow string array over all packs, in pack order (duplicates allowed)
+    pack_of: np.ndarray
+    row_of: np.ndarray
+    schema: object  # unified arrow schema, no metadata
+    pandas_meta: bytes | None  # the oldest pack's pandas metadata
+    dtypes: dict  # the oldest pack's pandas dtypes, by column
+
+    @property
+    def entries(self) -> int:
+        import pyarrow.compute as pc
+
+        return pc.count_distinct(self.digests).as_py() if len(self.digests) else 0
+
+
+_INDEXES: dict[Path, _Index] = {}  # namespace folder -> index of its latest listing in this process
+
+
+def _index(folder: Path, packs: tuple) -> _Index:
+    """The index of these packs (memoised by pack list; each pack's digests by pack)."""
+    import pyarrow as pa
+
+    memo = _INDEXES.get(folder)
+    if memo is not None and memo.packs == packs:
+        return memo
+    parts = [_pack_digests(folder / name) for name in packs]
+    for path in [p for p in list(_PACK_DIGESTS) if p.parent == folder and p.name not in packs]:
+        _PACK_DIGESTS.pop(path, None)  # pruned or compacted away
+    lengths = [len(p.digests) for p in parts]
+    first = parts[0].schema
+    index = _Index(packs=packs, digests=pa.concat_arrays([p.digests for p in parts]),
+                   pack_of=np.repeat(np.arange(len(parts), dtype=np.int32), lengths),
+                   row_of=np.concatenate([np.arange(n, dtype=np.int64) for n in lengths]),
+                   schema=_unified_schema([p.schema for p in parts], str(folder)),
+                   pandas_meta=(first.metadata or {}).get(b"pandas"), dtypes=_block(first).get("dtypes", {}))
+    _INDEXES[folder] = index
+    return index
+
+
+def _read_rows(path: Path, rows: np.ndarray, schema):
+    """Rows ``rows`` of a pack, reading only the row groups that hold them, cast to ``schema``."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(path) as pf:
+        sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        group_of = np.searchsorted(starts, rows, side="right") - 1
+        groups = np.unique(group_of)
+        offset_in_read = np.concatenate([[0], np.cumsum(starts[groups + 1] - starts[groups])[:-1]]).astype(np.int64)
+        local = rows - starts[group_of] + offset_in_read[np.searchsorted(groups, group_of)]
+        table = pf.read_row_groups(groups.tolist()).take(local)
+    return table.replace_schema_metadata(None).cast(schema)
+
+
+def _to_pandas(table, index: _Index) -> pd.DataFrame:
+    """The rows as the DataFrame that was stored: pandas' own metadata, and ``object`` strings kept object
+    (pyarrow gives pandas >= 3 its ``str`` dtype for them)."""
+    if index.pandas_meta is not None:
+        table = table.replace_schema_metadata({b"pandas": index.pandas_meta})
+    frame = table.to_pandas()
+    for name, dtype in index.dtypes.items():
+        if dtype == "object" and name in frame.columns and frame[name].dtype != object:
+            frame[name] = pd.Series(table.column(name).to_numpy(zero_copy_only=False), dtype=object, index=frame.index)
+    return frame
+
+
+# --- the cache ------------------------------------------------------------------------------------
+
+
+def _no_rows() -> pd.DataFrame:
+    """A lookup's answer where nothing is stored: the digest column only (the stored columns are unknown)."""
+    return pd.DataFrame({"digest": pd.Series([], dtype=object)})
+
+
+
+class Namespace:
+    """The scores of one metric identity, by pair digest (see the module's docstring)."""
+
+    def __init__(self, root: Path | None, key: dict):
+        try:
+            canonical = json.dumps({"format": FORMAT, "key": key}, sort_keys=True, separators=(",", ":"),
+                                   ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"a score cache namespace key must be JSON-able: {e}") from None
+        self.key = key
+        self.id = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+        self.dir = Path(root) / LAYOUT / self.id if root is not None else None
+
+    @property
+    def enabled(self) -> bool:
+        return self.dir is not None
+
+    def packs(self) -> list[str]:
+        return _list_packs(self.dir) if self.enabled else []
+
+    def _read(self, read):
+        """``read(packs)`` over a fresh listing, listed again whenever a listed pack vanished meanwhile."""
+        for _ in range(READ_TRIES):
+            packs = tuple(self.packs())
+            try:
+                return read(packs)
+            except OSError as e:
+                if not _vanished(e, self.dir, packs):
+                    raise
+        raise ScoreCacheError(f"score cache {self.dir}: packs kept vanishing while being read ({READ_TRIES} "
+                              "listings); is a prune or compaction looping?")
+
+    def lookup(self, digests) -> pd.DataFrame:
+        """Column ``digest`` plus the stored columns for the digests present, each once, in the order of
+        their first occurrence in ``digests``; the dtypes they were stored with."""
+        wanted = pd.unique(np.asarray(digests, dtype=object))
+        if not self.enabled or not self.dir.is_dir():
+            return _no_rows()
+        _touch(self.dir / "last-used")
+        return self._read(lambda packs: self._lookup(packs, wanted))
+
+    def _lookup(self, packs: tuple, wanted: np.ndarray) -> pd.DataFrame:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not packs:
+            return _no_rows()
+        index = _index(self.dir, packs)
+        where = pc.fill_null(pc.index_in(pa.array(wanted, type=pa.string()), value_set=index.digests), -1)
+        where = where.to_numpy()
+        hits = where[where >= 0]  # in the order wanted
+        pack_of, row_of = index.pack_of[hits], index.row_of[hits]
+        tables, order = [], []
+        for pack in np.unique(pack_of):
+            picked = np.flatnonzero(pack_of == pack)
+            tables.append(_read_rows(self.dir / packs[pack], row_of[picked], index.schema))
+            order.append(picked)
+        if not tables:
+            return _to_pandas(index.schema.empty_table(), index)
+        table = pa.concat_tables(tables).take(np.argsort(np.concatenate(order), kind="stable"))
+        for pack in np.unique(pack_of):
+            _touch(self.dir / packs[pack])  # "last used" of the packs that answered
+        return _to_pandas(table, index)
+
+    def store(self, frame: pd.DataFrame, meta: dict) -> Path | None:
+        """Store ``frame`` (``digest`` plus score columns) as a new pack with ``meta`` (the provenance of the
+        job that computed it); a digest repeated in ``frame`` is stored once. Returns the pack (None when the
+        cache is off, ``frame`` is empty, or the cache could not be written: a full or read-only cache never
+        fails the job)."""
+        import pyarrow as pa
+
+        if not self.enabled or frame.empty:
+            return None
+        if "digest" not in frame.columns:
+            raise ValueError("a score cache frame needs a 'digest' column")
+        frame = frame[["digest", *[c for c in frame.columns if c != "digest"]]]
+        frame = frame.drop_duplicates(subset="digest", keep="first").reset_index(drop=True)
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        table = table.set_column(0, "digest", table.column("digest").cast(pa.string()))
+        created = time.time_ns()
+        block = {"format": FORMAT, "key": self.key, "meta": meta, "rows": len(frame),
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created / 1e9)),
+                 "dtypes": {str(c): str(frame[c].dtype) for c in frame.columns}}
+        table = table.replace_schema_metadata({**{k: v for k, v in (table.schema.metadata or {}).items()
+                                                   if k == b"pandas"},
+                                               META_KEY: json.dumps(block, sort_keys=True, default=str).encode()})
+        for _ in range(3):  # a prune may remove the (empty) namespace folder between mkdir and the write
+            try:
+                self._check_schema(table.schema)
+                self._ensure_folder()
+                path = _write_pack(self.dir, table, created)
+                self._ensure_folder()  # a prune emptied the namespace meanwhile: its key file again
+                _touch(self.dir / "last-used")
+                return path
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                log.warning("score cache: could not write to %s (%s)", self.dir, e)
+                return None
+        log.warning("score cache: could not write to %s (its folder kept vanishing)", self.dir)
+        return None
+
+    def _check_schema(self, schema) -> None:
+        """A new pack must fit the namespace's packs (same columns, types that unify): checked against the
+        newest one."""
+        import pyarrow.parquet as pq
+
+        def check(packs):
+            if packs:
+                _unified_schema([pq.read_schema(self.dir / packs[-1]), schema], str(self.dir))
+
+        self._read(check)
+
+    def _ensure_folder(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        key_file = self.dir / "key.json"
+        if not key_file.exists():
+            fd, tmp = tempfile.mkstemp(prefix=".key-", suffix=".part", dir=self.dir)
+            try:
+                radrank_io.make_ordinary(fd)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump({"format": FORMAT, "key": self.key}, f, sort_keys=True, indent=1)
+                os.replace(tmp, key_file)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        marker = self.dir / "last-used"
+        if not marker.exists():
+            marker.touch()
+
+    def meta(self) -> dict | None:
+        """The ``meta`` stored with the namespace's oldest pack (None without packs): what a job that found
+        every pair cached records as its provenance."""
+        import pyarrow.parquet as pq
+
+        if not self.enabled:
+            return None
+        return self._read(lambda packs: _block(pq.read_schema(self.dir / packs[0]))["meta"] if packs else None)
+
+
+class ScoreCache:
+    """The cache under ``root``; ``ScoreCache(None)`` caches nothing (its namespaces find and keep nothing)."""
+
+    def __init__(self, root=None):
+        self.root = Path(root) if root is not None else None
+
+    @classmethod
+    def from_config(cls, config: dict) -> "ScoreCache":
+        return cls(root_from_config(config))
+
+    @property
+    def enabled(self) -> bool:
+        return self.root is not None
+
+    def namespace(self, key: dict) -> Namespace:
+        return Namespace(self.root, key)
+
+
+# --- info and prune -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    path: Path
+    bytes: int
+    last_used: float  # mtime: written, or last gave rows to a lookup
+
+
+@dataclass(frozen=True)
+class NamespaceInfo:
+    id: str
+    path: Path
+    key: dict | None  # the namespace's key; None when key.json is unreadable (a prune racing a store)
+    entries: int  # distinct digests
+    packs: tuple  # PackInfo, oldest first
+    bytes: int
+    last_used: float | None  # the latest of the marker and the packs
+
+    @property
+    def metric(self) -> str:
+        """The key's ``metric`` (what ``radrank cache info`` shows), "?" when it has none."""
+        return str(self.key.get("metric", "?")) if isinstance(self.key, dict) else "?"
+
+
+def _namespace_folders(root: Path) -> list[Path]:
+    try:
+        return sorted(Path(e.path) for e in os.scandir(Path(root) / LAYOUT) if e.is_dir())
+    except FileNotFoundError:
+        return []
+
+
+def _pack_infos(folder: Path) -> tuple:
+    out = []
+    for name in _list_packs(folder):
+        try:
+            st = os.stat(folder / name)
+        except FileNotFoundError:
+            continue
+        out.append(PackInfo(folder / name, st.st_size, st.st_mtime))
+    return tuple(out)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _namespace_info(folder: Path, *, count_entries: bool = True) -> NamespaceInfo:
+    try:
+        key = json.loads((folder / "key.json").read_text(encoding="utf-8"))["key"]
+    except (OSError, ValueError, KeyError, TypeError):
+        key = None
+    entries, packs = 0, ()
+    for _ in range(READ_TRIES):
+        packs = _pack_infos(folder)
+        names = tuple(p.path.name for p in packs)
+        try:
+            entries = _index(folder, names).entries if names and count_entries else 0
+            break
+        except OSError as e:
+            if not _vanished(e, folder, names):
+                raise
+    stamps = [t for t in [_mtime(folder / "last-used"), *(p.last_used for p in packs)] if t is not None]
+    return NamespaceInfo(id=folder.name, path=folder, key=key, entries=entries, packs=packs,
+                         bytes=sum(p.bytes for p in packs), last_used=max(stamps) if stamps else None)
+
+
+def info(root) -> list[NamespaceInfo]:
+    """Every namespace under ``root``: entries, packs, bytes, last used (most recently used first)."""
+    found = [_namespace_info(folder) for folder in _namespace_folders(root)]
+    return sorted(found, key=lambda n: -(n.last_used or 0))
+
+
+@dataclass
+class PruneResult:
+    dry_run: bool
+    removed: list = field(default_factory=list)  # PackInfo of the packs removed (or that would be)
+    compacted: list = field(default_factory=list)  # (inputs: list[Path], output: Path | None) per merge
+    stale_temporaries: list = field(default_factory=list)
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(p.bytes for p in self.removed)
+
+
+def prune(root, max_bytes: int | None = None, older_than_days: float | None = None, dry_run: bool = False, *,
+          compact: bool = True, compact_min_packs: int = COMPACT_MIN_PACKS) -> PruneResult:
+    """Bound the cache under ``root``: remove the packs unused for ``older_than_days``, then the least recently
+    used packs until at most ``max_bytes`` remain; then (``compact``) merge the small packs of every namespace
+    holding ``compact_min_packs`` or more into a few. Namespaces left without packs are removed, and so are
+    temporary files of jobs killed mid-write. ``dry_run``: say what would be done, do nothing."""
+    now = time.time()
+    result = PruneResult(dry_run=dry_run)
+    spaces = [_namespace_info(folder, count_entries=False) for folder in _namespace_folders(root)]
+    packs = sorted((p for ns in spaces for p in ns.packs), key=lambda p: (p.last_used, p.path.name))
+    result.bytes_before = total = sum(p.bytes for p in packs)
+    cutoff = now - older_than_days * 86_400 if older_than_days is not None else None
+    doomed = [p for p in packs if cutoff is not None and p.last_used < cutoff]  # a prefix: packs is LRU first
+    total -= sum(p.bytes for p in doomed)
+    if max_bytes is not None:
+        for p in packs[len(doomed):]:
+            if total <= max_bytes:
+                break
+            doomed.append(p)
+            total -= p.bytes
+    result.removed = doomed
+    for ns in spaces:
+        result.stale_temporaries += _stale_temporaries(ns.path, now)
+    if not dry_run:
+        for p in [*doomed, *[PackInfo(t, 0, 0) for t in result.stale_temporaries]]:
+            p.path.unlink(missing_ok=True)
+    gone = {p.path for p in doomed}
+    for ns in spaces:
+        left = [p for p in ns.packs if p.path not in gone]
+        if not left and not dry_run:
+            _remove_namespace(ns.path)
+        elif compact:
+            result.compacted += _compact(ns.path, left, compact_min_packs, dry_run)
+    result.bytes_after = sum(p.bytes for ns in spaces for p in _pack_infos(ns.path)) if not dry_run else total
+    return result
+
+
+def _stale_temporaries(folder: Path, now: float) -> list[Path]:
+    out = []
+    try:
+        for entry in os.scandir(folder):
+            if entry.name.endswith(".part") and now - entry.stat().st_mtime > STALE_TEMP_S:
+                out.append(Path(entry.path))
+    except FileNotFoundError:  # the namespace went away meanwhile (another prune)
+        pass
+    return out
+
+
+def _remove_namespace(folder: Path) -> None:
+    """Remove a namespace without packs; a store racing it recreates what it needs (see Namespace.store)."""
+    if _list_packs(folder):
+        return
+    for name in ("key.json", "last-used"):
+        (folder / name).unlink(missing_ok=True)
+    try:
+        folder.rmdir()
+    except OSError:  # a store is writing a pack into it right now
+        pass
+
+
+def _compact(folder: Path, packs: list, min_packs: int, dry_run: bool) -> list:
+    """Merge the small packs of a namespace (oldest first, into packs of about COMPACT_TARGET_BYTES): the
+    merged pack keeps the oldest input's creation time and meta, and the latest "last used"; it is renamed
+    into place before the inputs are removed, so a concurrent lookup always finds every entry."""
+    small = [p for p in packs if p.bytes < COMPACT_SMALL_BYTES]
+    if len(small) < min_packs:
+        return []
+    batches, batch, size = [], [], 0
+    for p in small:
+        batch.append(p)
+        size += p.bytes
+        if size >= COMPACT_TARGET_BYTES:
+            batches.append(batch)
+            batch, size = [], 0
+    batches.append(batch)
+    done = []
+    for batch in (b for b in batches if len(b) >= 2):
+        output = None if dry_run else _merge(folder, batch)
+        done.append(([p.path for p in batch], output))
+    return done
+
+
+def _merge(folder: Path, batch: list) -> Path | None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tables = []
+    for p in batch:
+        try:
+            tables.append((p, pq.read_table(p.path)))
+        except FileNotFoundError:  # another prune merged it already
+            continue
+    if len(tables) < 2:
+        return None
+    first = tables[0][1].schema
+    schema = _unified_schema([t.schema for _, t in tables], str(folder))
+    merged = pa.concat_tables([t.replace_schema_metadata(None).cast(schema) for _, t in tables])
+    digests = merged.column("digest")
+    first_rows = pc.index_in(pc.unique(digests), value_set=digests).to_numpy()
+    merged = merged.take(np.sort(first_rows))
+    block = {**_block(first), "rows": merged.num_rows, "compacted_from": len(tables)}
+    merged = merged.replace_schema_metadata({**{k: v for k, v in (first.metadata or {}).items() if k == b"pandas"},
+                                             META_KEY: json.dumps(block, sort_keys=True, default=str).encode()})
+    output = _write_pack(folder, merged, _created_ns(tables[0][0].path.name))
+    last_used = max(p.last_used for p, _ in tables)
+    os.utime(output, (last_used, last_used))
+    for p, _ in tables:
+        p.path.unlink(missing_ok=True)
+    return output

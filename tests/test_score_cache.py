@@ -1,0 +1,392 @@
+"""The per-pair score cache (radrank.score_cache): digests, exact round trips, many writers at once, reads that
+survive a concurrent prune, bounds, and `radrank cache info|prune`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from radrank import cli
+from radrank import io as radrank_io
+from radrank import score_cache as sc
+
+REPO = Path(__file__).resolve().parents[1]
+KEY = {"metric": "bertscore", "identity": {"version": 1, "settings": {"idf": False}}, "weights": "f" * 16}
+PAIRS = pd.DataFrame({"reference": ["No effusion.", "a|b", "a", None, "", "nan", "Clear lungs."],
+                      "hypothesis": ["No effusion.", "c", "b|c", "", None, "nan", "Clear lungs!"]})
+
+
+@pytest.fixture(autouse=True)
+def fresh_memo():
+    """Each test reads the cache as a new process would (the memo is per process, keyed by pack list)."""
+    sc._INDEXES.clear()
+    sc._PACK_DIGESTS.clear()
+    yield
+    sc._INDEXES.clear()
+    sc._PACK_DIGESTS.clear()
+
+
+def scores_of(digests) -> pd.DataFrame:
+    """Scores that are a function of the digest, so any copy of an entry can be checked exactly."""
+    digests = np.asarray(digests)
+    values = np.array([int(d[:8], 16) / 2**32 for d in digests])
+    return pd.DataFrame({"digest": digests, "precision": values, "recall": values / 2,
+                         "f1": np.where(values < 0.1, np.nan, values / 3),
+                         "explanation": pd.Series([None if v < 0.2 else d * 4 for d, v in zip(digests, values)],
+                                                  dtype=object)})
+
+
+def digests_of(n: int, start: int = 0) -> np.ndarray:
+    frame = pd.DataFrame({"reference": [f"reference {i}" for i in range(start, start + n)],
+                          "hypothesis": [f"hypothesis {i % 97}" for i in range(start, start + n)]})
+    return sc.pair_digests(frame, ("reference", "hypothesis"))
+
+
+# --- digests --------------------------------------------------------------------------------------
+
+
+def encoded(tag: str, payload: bytes) -> bytes:
+    return tag.encode() + struct.pack(">Q", len(payload)) + payload
+
+
+def test_digest_is_the_documented_encoding():
+    frame = pd.DataFrame({"reference": ["Clear.", None], "age": [65.0, np.nan], "n": [3, 4], "flag": [True, False]})
+    header = b"radrank-pair-digest/1\n" + b"".join(encoded("s", c.encode()) for c in frame.columns)
+    rows = [encoded("s", b"Clear.") + encoded("f", struct.pack(">d", 65.0)) + encoded("i", b"3") + encoded("b", b"\1"),
+            encoded("n", b"") + encoded("n", b"") + encoded("i", b"4") + encoded("b", b"\0")]
+    expected = [hashlib.sha256(header + row).hexdigest()[:32] for row in rows]
+    assert sc.pair_digests(frame, frame.columns).tolist() == expected
+
+
+def test_digests_are_the_same_in_another_process():
+    here = sc.pair_digests(PAIRS, ("reference", "hypothesis"))
+    code = ("import json, sys, pandas as pd; from radrank.score_cache import pair_digests; "
+            "frame = pd.DataFrame(json.loads(sys.stdin.read())); "
+            "print(json.dumps(pair_digests(frame, ('reference', 'hypothesis')).tolist()))")
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(PAIRS.to_dict("list")), capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src"),
+                                                     "PYTHONHASHSEED": "12345"})
+    assert json.loads(out.stdout) == here.tolist()
+    assert all(len(d) == 32 and int(d, 16) >= 0 for d in here)
+
+
+def test_digests_are_unambiguous():
+    d = sc.pair_digests(PAIRS, ("reference", "hypothesis"))
+    assert len(set(d)) == len(d)  # ("a|b", "c") vs ("a", "b|c"); None vs "" vs "nan"
+    assert d[0] == sc.pair_digests(PAIRS.iloc[[0]], ("reference", "hypothesis"))[0]  # the same pair, the same digest
+    assert sc.pair_digests(PAIRS, ("hypothesis", "reference"))[1] != d[1]  # the columns are part of it
+    ages = pd.DataFrame({"age": pd.Series([65, 65.0, "65", None, "None", "", True, 1], dtype=object)})
+    assert len(set(sc.pair_digests(ages, ["age"]))) == len(ages)  # the type is part of the value
+
+
+def test_vectorised_columns_digest_like_their_values_one_by_one():
+    """Each dtype has its vectorised path; an object column of the same values (the per-element path) agrees."""
+    frame = pd.DataFrame({"text": pd.Series(["x", None, "ü", ""], dtype="str"), "ints": [1, -2, 10**12, 0],
+                          "floats": [0.5, np.nan, -0.0, 1e300], "flags": [True, False, True, False],
+                          "nullable": pd.Series([1, None, 3, 4], dtype="Int64"),
+                          "category": pd.Series(["a", "b", None, "a"], dtype="category")})
+    for column in frame.columns:
+        as_objects = pd.DataFrame({column: pd.Series(frame[column].tolist(), dtype=object)})
+        assert (sc.pair_digests(frame, [column]) == sc.pair_digests(as_objects, [column])).all(), column
+    with pytest.raises(TypeError, match="when"):
+        sc.pair_digests(pd.DataFrame({"when": pd.to_datetime(["2020-01-01"])}), ["when"])
+
+
+# --- round trip -----------------------------------------------------------------------------------
+
+
+def mixed_frame(n: int = 50) -> pd.DataFrame:
+    digests = digests_of(n)
+    rng = np.random.default_rng(0)
+    values = rng.random(n)
+    values[::7] = np.nan
+    return pd.DataFrame({"digest": digests, "f1": values, "count": np.arange(n, dtype=np.int64),
+                         "parsed": values > 0.5, "label": pd.Series([None if i % 5 == 0 else f"l{i}" for i in range(n)],
+                                                                     dtype="str"),
+                         "explanation": pd.Series([None if i % 3 == 0 else f"because {i}" for i in range(n)],
+                                                  dtype=object)})
+
+
+def test_lookup_returns_what_was_stored_with_its_dtypes(tmp_path):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    frame = mixed_frame()
+    assert ns.store(frame.iloc[:30], {"model": "first"}) is not None
+    ns.store(frame.iloc[20:], {"model": "second"})
+    wanted = list(frame.digest[::-2]) + ["0" * 32, frame.digest[1]]  # an unknown digest, a repeated one
+    got = ns.lookup(wanted)
+    expected = frame.set_index("digest").loc[list(dict.fromkeys(d for d in wanted if d != "0" * 32))].reset_index()
+    pd.testing.assert_frame_equal(got, expected, check_exact=True)
+    missing = got.explanation[got.explanation.isna()]
+    assert len(missing) and all(v is None for v in missing) and got.explanation.dtype == object  # None, object stay
+    assert ns.meta() == {"model": "first"}  # the oldest pack's
+    empty = ns.lookup(["0" * 32])
+    assert empty.empty and empty.dtypes.to_dict() == frame.dtypes.to_dict()
+
+
+def test_a_score_file_from_cached_rows_is_byte_identical(tmp_path):
+    ns = sc.ScoreCache(tmp_path / "cache").namespace(KEY)
+    fresh = mixed_frame()
+    ns.store(fresh, {"model": "m"})
+    radrank_io.write_parquet(fresh, tmp_path / "fresh.parquet", {"model": "m"})
+    radrank_io.write_parquet(ns.lookup(fresh.digest), tmp_path / "cached.parquet", {"model": "m"})
+    assert (tmp_path / "fresh.parquet").read_bytes() == (tmp_path / "cached.parquet").read_bytes()
+
+
+def test_namespaces_are_separate_and_keys_must_be_json(tmp_path):
+    cache = sc.ScoreCache(tmp_path)
+    frame = scores_of(digests_of(5))
+    cache.namespace(KEY).store(frame, {})
+    assert cache.namespace({**KEY, "weights": "0" * 16}).lookup(frame.digest).empty
+    assert cache.namespace(json.loads(json.dumps(KEY))).id == cache.namespace(KEY).id
+    with pytest.raises(ValueError, match="JSON"):
+        cache.namespace({"weights": Path("x")})
+
+
+def test_a_pack_of_other_columns_or_types_is_refused(tmp_path):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    ns.store(pd.DataFrame({"digest": ["a" * 32], "f1": [0.5]}), {})
+    with pytest.raises(sc.ScoreCacheError, match="types"):
+        ns.store(pd.DataFrame({"digest": ["b" * 32], "f1": ["0.5"]}), {})
+    with pytest.raises(sc.ScoreCacheError, match="columns"):
+        ns.store(pd.DataFrame({"digest": ["b" * 32], "f2": [0.5]}), {})
+    assert len(ns.packs()) == 1
+
+
+def test_a_cache_that_cannot_be_written_never_fails_the_job(tmp_path, caplog):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    ns = sc.ScoreCache(blocked).namespace(KEY)
+    frame = scores_of(digests_of(3))
+    assert ns.store(frame, {}) is None and "could not write" in caplog.text
+    assert ns.lookup(frame.digest).empty
+
+
+# --- concurrency ----------------------------------------------------------------------------------
+
+WRITERS = 6
+
+
+def store_concurrently(root: str, worker: int, barrier) -> None:
+    """Each writer stores the shared block, a block overlapping its neighbour's, and its own, at once."""
+    ns = sc.ScoreCache(root).namespace(KEY)
+    shared, overlapping, own = digests_of(300), digests_of(200, 1000 + 100 * worker), digests_of(50, 5000 + 50 * worker)
+    barrier.wait()
+    for block in (shared, overlapping, own):
+        assert ns.store(scores_of(block), {"worker": worker}) is not None
+        found = ns.lookup(block)
+        pd.testing.assert_frame_equal(found, scores_of(block), check_exact=True)
+
+
+def test_many_processes_storing_the_same_and_overlapping_entries_lose_nothing(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(WRITERS)
+    procs = [ctx.Process(target=store_concurrently, args=(str(tmp_path), w, barrier)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    every = np.concatenate([digests_of(300), digests_of(100 * WRITERS + 100, 1000), digests_of(50 * WRITERS, 5000)])
+    pd.testing.assert_frame_equal(ns.lookup(every), scores_of(every), check_exact=True)
+    assert len(ns.packs()) == 3 * WRITERS
+    assert not [f for f in ns.dir.iterdir() if f.name.endswith(".part")]
+    [space] = sc.info(tmp_path)
+    assert space.entries == len(every) and space.key == KEY
+    assert ns.meta() in [{"worker": w} for w in range(WRITERS)]
+
+
+def read_while_compacting(root: str, rounds: int, barrier) -> None:
+    """Every lookup finds every entry stored before it started, while packs are merged and removed."""
+    ns = sc.ScoreCache(root).namespace(KEY)
+    base = digests_of(400)
+    expected = scores_of(base)
+    barrier.wait()
+    for _ in range(rounds):
+        pd.testing.assert_frame_equal(ns.lookup(base), expected, check_exact=True)
+
+
+def compact_while_reading(root: str, rounds: int, barrier) -> None:
+    ns = sc.ScoreCache(root).namespace(KEY)
+    barrier.wait()
+    for r in range(rounds):
+        ns.store(scores_of(digests_of(20, 10_000 + 20 * r)), {})
+        sc.prune(root, compact_min_packs=2)
+
+
+def test_lookups_survive_a_concurrent_compaction(tmp_path):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    for i in range(8):
+        ns.store(scores_of(digests_of(50, 50 * i)), {"pack": i})
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(4)
+    procs = [ctx.Process(target=read_while_compacting, args=(str(tmp_path), 40, barrier)) for _ in range(3)]
+    procs.append(ctx.Process(target=compact_while_reading, args=(str(tmp_path), 15, barrier)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    assert len(ns.packs()) < 8 and ns.meta() == {"pack": 0}  # merged; the oldest input's meta kept
+
+
+def test_a_pack_removed_after_listing_is_read_again_from_a_new_listing(tmp_path, monkeypatch):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    block = digests_of(60)
+    ns.store(scores_of(block[:40]), {"model": "old"})
+    ns.store(scores_of(block[20:]), {"model": "new"})
+    stale = sc._list_packs(ns.dir)
+    pd.testing.assert_frame_equal(ns.lookup(block), scores_of(block))  # the index of the two packs is memoised
+    result = sc.prune(tmp_path, compact_min_packs=2)
+    assert [len(inputs) for inputs, _ in result.compacted] == [2] and len(ns.packs()) == 1
+    listings = []
+    real = sc._list_packs
+
+    def listing(folder):  # the first listing is the one taken before the compaction
+        listings.append(folder)
+        return list(stale) if len(listings) == 1 else real(folder)
+
+    monkeypatch.setattr(sc, "_list_packs", listing)
+    pd.testing.assert_frame_equal(ns.lookup(block), scores_of(block), check_exact=True)
+    assert len(listings) == 2
+    listings.clear()
+    assert ns.meta() == {"model": "old"} and len(listings) == 2
+    monkeypatch.setattr(sc, "_list_packs", lambda folder: list(stale))  # never a good listing: fail, never partial
+    with pytest.raises(sc.ScoreCacheError, match="vanishing"):
+        ns.lookup(block)
+
+
+# --- bounds ---------------------------------------------------------------------------------------
+
+
+def aged(path: Path, days: float) -> None:
+    t = time.time() - days * 86_400
+    os.utime(path, (t, t))
+
+
+def test_prune_by_size_removes_the_least_recently_used_first(tmp_path):
+    cache = sc.ScoreCache(tmp_path)
+    spaces = [cache.namespace({**KEY, "weights": str(i)}) for i in range(3)]
+    packs = [ns.store(scores_of(digests_of(200, 1000 * i)), {}) for i, ns in enumerate(spaces)]
+    for days, pack in zip((3, 2, 1), packs):
+        aged(pack, days)
+    spaces[0].lookup(digests_of(5))  # a hit: the oldest pack is now the most recently used
+    sizes = [p.stat().st_size for p in packs]
+    dry = sc.prune(tmp_path, max_bytes=sizes[0] + sizes[2], dry_run=True)
+    assert [p.path for p in dry.removed] == [packs[1]] and all(p.exists() for p in packs)
+    result = sc.prune(tmp_path, max_bytes=sizes[0] + sizes[2])
+    assert [p.path for p in result.removed] == [packs[1]] and result.bytes_after == sizes[0] + sizes[2]
+    assert [p.exists() for p in packs] == [True, False, True]
+    assert not spaces[1].dir.exists()  # a namespace left without packs goes too
+    assert not spaces[1].lookup(digests_of(5, 1000)).shape[0]
+    sc.prune(tmp_path, max_bytes=sizes[0])
+    assert [p.exists() for p in packs] == [True, False, False]
+
+
+def test_prune_by_age_and_stale_temporary_files(tmp_path):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    old, recent = ns.store(scores_of(digests_of(10)), {}), ns.store(scores_of(digests_of(10, 10)), {})
+    aged(old, 10)
+    aged(recent, 1)
+    killed, writing = ns.dir / ".pack-killed.part", ns.dir / ".pack-writing.part"
+    killed.write_bytes(b"half")
+    writing.write_bytes(b"half")
+    aged(killed, 2)
+    result = sc.prune(tmp_path, older_than_days=5)
+    assert [p.path for p in result.removed] == [old] and result.stale_temporaries == [killed]
+    assert not old.exists() and recent.exists() and not killed.exists() and writing.exists()
+    assert ns.lookup(digests_of(20)).digest.tolist() == digests_of(10, 10).tolist()
+
+
+def test_compaction_merges_small_packs_into_one_keeping_entries_meta_and_last_use(tmp_path):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    every = digests_of(90)
+    packs = [ns.store(scores_of(every[10 * i: 10 * i + 20]), {"pack": i}) for i in range(sc.COMPACT_MIN_PACKS)]
+    for i, pack in enumerate(packs):
+        aged(pack, 10 - i)
+    last_used = packs[-1].stat().st_mtime
+    assert sc.prune(tmp_path, compact_min_packs=sc.COMPACT_MIN_PACKS + 1).compacted == []  # too few small packs
+    result = sc.prune(tmp_path)
+    [(inputs, output)] = result.compacted
+    assert inputs == packs and ns.packs() == [output.name] and result.bytes_after < result.bytes_before
+    assert output.stat().st_mtime == last_used  # the latest use of its inputs
+    assert output.name.split("-")[1] == packs[0].name.split("-")[1] and ns.meta() == {"pack": 0}  # the oldest's
+    pd.testing.assert_frame_equal(ns.lookup(every), scores_of(every), check_exact=True)
+    [space] = sc.info(tmp_path)
+    assert space.entries == len(every) and len(space.packs) == 1
+
+
+def test_off_disables_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv(sc.ENV_VAR, raising=False)
+    assert sc.root_from_config({}) == sc.root_from_config({"score_cache": {"dir": ""}}) == \
+        tmp_path / "xdg" / "radrank" / "scores"
+    monkeypatch.setenv(sc.ENV_VAR, str(tmp_path / "env"))
+    assert sc.root_from_config({"score_cache": {"dir": ""}}) == tmp_path / "env"
+    assert sc.root_from_config({"score_cache": {"dir": str(tmp_path / "set")}}) == tmp_path / "set"
+    assert sc.root_from_config({"score_cache": {"dir": "off"}}) is None
+    monkeypatch.setenv(sc.ENV_VAR, "off")
+    assert sc.root_from_config({}) is None
+    ns = sc.ScoreCache.from_config({}).namespace(KEY)
+    frame = scores_of(digests_of(3))
+    assert ns.store(frame, {}) is None and ns.lookup(frame.digest).empty and ns.meta() is None
+    assert not any(tmp_path.rglob("*.parquet"))
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def checkout(tmp_path: Path, cache_dir: str | None) -> Path:
+    """The files `radrank cache` reads: a Snakefile (the checkout's mark) and config/config.yaml."""
+    (tmp_path / "config").mkdir(parents=True)
+    (tmp_path / "Snakefile").write_text("")
+    config = {"submissions": "config/submissions.tsv"}
+    if cache_dir is not None:
+        config["score_cache"] = {"dir": cache_dir}
+    (tmp_path / "config" / "config.yaml").write_text(json.dumps(config))
+    return tmp_path
+
+
+def test_cache_info_and_prune_commands(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # main() changes into the checkout; this puts the test back
+    root = tmp_path / "shared-cache"
+    wd = checkout(tmp_path / "wd", str(root))
+    ns = sc.ScoreCache(root).namespace(KEY)
+    ns.store(scores_of(digests_of(100)), {})
+    ns.store(scores_of(digests_of(100, 50)), {})
+    assert cli.main(["-C", str(wd), "cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"Score cache: {root}" in out
+    row = next(line for line in out.splitlines() if ns.id[:12] in line).split()
+    assert row[1:4] == ["bertscore", "150", "2"]
+    assert "1 namespace(s), 150 entries" in out
+    assert cli.main(["-C", str(wd), "cache", "prune", "--max-gb", "0", "--dry-run"]) == 0
+    assert "would remove 2 pack(s)" in capsys.readouterr().out and len(ns.packs()) == 2
+    assert cli.main(["-C", str(wd), "cache", "prune", "--max-gb", "0"]) == 0
+    assert "remove 2 pack(s)" in capsys.readouterr().out and ns.packs() == []
+    assert cli.main(["-C", str(wd), "cache", "info"]) == 0
+    assert "empty" in capsys.readouterr().out
+    assert cli.main(["-C", str(wd), "cache", "info", "--max-gb", "1"]) == 2
+    assert "options of `radrank cache prune`" in capsys.readouterr().err
+
+
+def test_cache_command_without_a_configured_dir_reads_the_environment(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    wd = checkout(tmp_path / "wd", None)
+    monkeypatch.setenv(sc.ENV_VAR, str(tmp_path / "env-cache"))
+    assert cli.main(["-C", str(wd), "cache", "info"]) == 0
+    assert f"Score cache: {tmp_path / 'env-cache'}\n  empty" in capsys.readouterr().out
+    monkeypatch.setenv(sc.ENV_VAR, "off")
+    assert cli.main(["-C", str(wd), "cache", "prune"]) == 0
+    assert "score cache is off" in capsys.readouterr().out
