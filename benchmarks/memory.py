@@ -1,16 +1,16 @@
 """Peak memory (RSS) of the two jobs whose memory grows with the input: lexical scoring and the bootstrap.
 
-Each measurement runs the job's own code (radrank.jobs.ScoreBatch, radrank.jobs.Bootstrap) on
+Each measurement runs the job's own code (radrank.jobs.ScoreGroup, radrank.jobs.Bootstrap) on
 synthetic files in a fresh subprocess and reads that process's peak RSS (getrusage ru_maxrss); the
 same process's RSS just before the job (imports done, nothing read) is printed as the reference.
 
-* Lexical: BLEU-2, BLEU-4 and ROUGE of N distinct pairs in one batch job (default 100,000), scored
+* Lexical: BLEU-2, BLEU-4 and ROUGE of N distinct pairs, each in its scoring job (default 100,000), scored
   in chunks of radrank.metrics.base.PAIR_CHUNK pairs — and, as the reference in the same run, in
   one chunk (what the metrics did before chunking). Goal: <= 1 GB, within the metrics' mem_mb.
 * Bootstrap: M models x C cases (default 2,347, ReXrank's MIMIC-CXR findings), lexical panel
-  (5 leaves), 1,000 resamples, a third of the models missing different cases (so most pairs are
-  compared on their own common cases); M = 25, 50, 100. Memory must grow linearly with M and stay
-  under what the bootstrap rule declares (radrank.stats.bootstrap.memory_mb).
+  (5 leaves), 1,000 resamples, a third of the models each missing its own 1-3 % of the cases (so
+  most pairs are compared on their own common cases); M = 25, 50, 100. Memory must grow linearly
+  with M and stay under what the bootstrap rule declares (radrank.stats.bootstrap.memory_mb).
 
     python benchmarks/memory.py [--pairs 100000] [--cases 2347] [--models 25 50 100] [--skip-lexical]
 """
@@ -42,10 +42,10 @@ if args.get("chunk"):
     base.PAIR_CHUNK = args["chunk"]
 with open("/proc/self/status") as f:
     before = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
-if args["job"] == "score_batch":
-    identities = {m: metrics.get(m).identity(metrics.get(m).settings()) for m in args["metrics"]}
-    jobs.ScoreBatch.from_params({"identities": identities}, {}).run(
-        jobs.Files(pairs=args["pairs"]), jobs.Files({m: f"{args['out']}/{m}.parquet" for m in args["metrics"]}))
+if args["job"] == "score":
+    (metric,) = args["metrics"]
+    jobs.ScoreGroup.of(metric, ["m"]).run(jobs.Files(pairs=[args["pairs"]]),
+                                          jobs.Files(scores=[f"{args['out']}/{metric}.parquet"]))
 else:
     jobs.Bootstrap(**args["job_params"]).run(jobs.Files(args["input"]), jobs.Files(args["output"]))
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -73,43 +73,36 @@ def lexical(tmp: Path, n_pairs: int):
     path = tmp / "pairs.parquet"
     io.write_parquet(pairs, path, provenance.record("pairs", dataset="synthetic", split="findings", model="m",
                                                     n_pairs=len(pairs)))
-    declared = max(metrics.get(m).resources(metrics.get(m).settings()).mem_mb for m in LEXICAL)
-    print(f"lexical batch job (bleu2, bleu4, rouge), {n_pairs:,} pairs "
+    print(f"lexical scoring jobs (one per metric), {n_pairs:,} pairs "
           f"({pairs['reference'].nunique():,} distinct references, {pairs['hypothesis'].nunique():,} hypotheses)")
-    for label, chunk in ((f"in chunks of {PAIR_CHUNK:,} pairs", None), ("in one chunk (reference)", n_pairs + 1)):
-        out = tmp / f"scores{chunk or 0}"
-        out.mkdir()
-        got = measure({"job": "score_batch", "pairs": str(path), "metrics": list(LEXICAL), "out": str(out),
-                       "chunk": chunk})
-        print(f"  {label:<32} peak {got['peak_mb']:6.0f} MB  (before the job {got['before_mb']:.0f} MB; "
-              f"declared mem_mb {declared})")
+    for metric in LEXICAL:
+        declared = metrics.get(metric).resources(metrics.get(metric).settings()).mem_mb
+        for label, chunk in ((f"in chunks of {PAIR_CHUNK:,} pairs", None), ("in one chunk (reference)", n_pairs + 1)):
+            out = tmp / f"scores-{metric}-{chunk or 0}"
+            out.mkdir()
+            got = measure({"job": "score", "pairs": str(path), "metrics": [metric], "out": str(out), "chunk": chunk})
+            print(f"  {metric:<6} {label:<32} peak {got['peak_mb']:6.0f} MB  (before the job {got['before_mb']:.0f} "
+                  f"MB; declared mem_mb {declared})")
 
 
 def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
-    """Score, pairs and drop files of ``n_models`` models, as the bootstrap job reads them (its input lists)."""
+    """Score, pairs and drop files of ``n_models`` models, as the bootstrap job reads them (its input lists):
+    a third of the models each miss their own cases (benchmarks/_case_sets.py)."""
     import numpy as np
     import pandas as pd
 
     from radrank import io
-    from radrank.metrics import bleu4
+
+    sys.path.insert(0, str(HERE))
+    from _case_sets import case_masks, lexical_scores
 
     rng = np.random.default_rng(n_models)
     scores, pairs_paths, drops_paths = [], [], []
-    for m in range(n_models):
-        keep = np.ones(n_cases, dtype=bool)
-        if m % 3 == 1:
-            keep[m % 7:: 37] = False  # each such model misses its own cases
+    for m, keep in enumerate(case_masks(n_models, n_cases, distinct=True, seed=n_models)):
         ids = [f"case{i:05d}" for i in np.flatnonzero(keep)]
-        k = len(ids)
         folder = tmp / f"m{m:03d}"
         folder.mkdir()
-        frames = {
-            "bleu2": pd.DataFrame({"sample_id": ids, "bleu2": rng.random(k)}),
-            "bleu4": pd.DataFrame({"sample_id": ids, "bleu4_sentence": rng.random(k),
-                                   **{c: rng.integers(0, 40, k) for c in bleu4.STATS}}),
-            "rouge": pd.DataFrame({"sample_id": ids, **{c: rng.random(k) for c in ("rouge1", "rouge2", "rougeL")}}),
-        }
-        for name, frame in frames.items():
+        for name, frame in lexical_scores(keep, rng).items():
             io.write_parquet(frame, folder / f"{name}.parquet", {"metric": name})
             scores.append(str(folder / f"{name}.parquet"))
         text = "Findings: the lungs are clear. No pleural effusion or pneumothorax."
@@ -126,7 +119,7 @@ def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
     from radrank.stats.bootstrap import memory_mb
 
     print(f"bootstrap job, {n_cases:,} cases, {LEAVES} leaves, {n_boot} resamples, a third of the models "
-          f"missing different cases")
+          f"each missing its own 1-3 % of the cases")
     rows = []
     for n_models in models:
         folder = tmp / f"boot{n_models}"

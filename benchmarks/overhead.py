@@ -1,23 +1,33 @@
-"""Per-job overhead of a real run: CPU of the whole Snakemake run vs CPU of the work its jobs do.
+"""Per-job overhead and use of the cores of a real local run: the run's CPU vs the work its jobs do, and
+its wall time with ``--cores 1`` vs ``--cores 2``.
 
-Runs the workflow (lexical panel, local, `--cores 2`) on a synthetic leaderboard — 20 models x 500
-cases, one dataset, both splits — and measures the CPU of snakemake and everything it started
-(getrusage of the waited-for child). Then replays every job's own work in ONE Python process, after
-a first untimed pass has done the imports:
+Runs the workflow (lexical panel, local) on a synthetic leaderboard — 50 models x 590 cases (IU-Xray's
+size), one dataset, both splits — twice: with ``--cores 1`` and with ``--cores 2``, each from scratch, and
+measures the wall time and the CPU of snakemake and everything it started (getrusage of the waited-for
+child: its worker processes, which it waits for when it exits, included). Then replays every job's own work
+of the ``--cores 2`` run in ONE Python process, after a first untimed pass over one job of each kind has
+done the imports:
 * a `script:` job (a process of its own): Snakemake keeps the script it generated for each job
   (--skip-script-cleanup: the rule's script with the job's pickled inputs, params and outputs), which
   is executed again;
-* a `run:` job (the core environment's rules, run in Snakemake's own process): the run is started
-  from a Snakefile that includes the workflow's and records each job's call of radrank.jobs (the
-  function and its arguments, pickled) when radrank.jobs.run_logged is called; the call is made again.
-Both replay the same thing: the radrank.jobs function of each job with that job's arguments, in job
-order. The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports,
-Snakemake's own bookkeeping; the recording's pickling counts as run CPU too). The meta-evaluation
-is switched off: the run is the leaderboard's. Goal: work >= 50 % of the run's CPU.
+* a `run:` job (the core environment's rules): the run is started from a Snakefile that includes the
+  workflow's and records each job's call of radrank.workers.run_in_process (radrank.jobs.run_in_process
+  before the worker processes; its arguments, pickled); the call
+  is made again, in this process (RADRANK_WORKERS=0). A revision from before run_in_process recorded
+  radrank.jobs.run_logged's job function and keyword arguments instead.
+The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports, Snakemake's
+own bookkeeping, the workers' start and the jobs' trips to them; the recording's pickling counts as run
+CPU too). The meta-evaluation is switched off: the run is the leaderboard's. Goals: wall(--cores 1) /
+wall(--cores 2) >= 1.6, work >= 50 % of the run's CPU.
+Wall times are the machine's: the benchmark first times two CPU-bound processes against one (2.0 on two idle
+cores; less on a shared machine, which caps the ratio), and also prints a bound that does not depend on the
+machine: the recording Snakefile writes the CPU of Snakemake's own process (at its first job and in all), which
+one GIL runs one thread at a time, so that on two free cores the wall time is at least that CPU and at least
+the start plus half the rest of the run's CPU.
 With --against REV, the same measurement is made first for that git revision of the workflow
-(e.g. the commit before the scoring jobs were batched), as the reference.
+(e.g. HEAD: the jobs as threads of Snakemake's process), as the reference.
 
-    python benchmarks/overhead.py [--models 20] [--cases 500] [--against REV]
+    python benchmarks/overhead.py [--models 50] [--cases 590] [--against REV]
 """
 
 from __future__ import annotations
@@ -39,7 +49,8 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _workdir  # noqa: E402
 
-GOAL = 0.5
+WORK_SHARE_GOAL = 0.5
+WALL_RATIO_GOAL = 1.6
 
 
 def children_cpu() -> float:
@@ -50,20 +61,56 @@ def children_cpu() -> float:
 # Started instead of the workflow's Snakefile: the same workflow, and every in-process job's call of
 # radrank.jobs pickled to .snakemake/overhead_calls/ (a revision without in-process jobs records none).
 RECORDING_SNAKEFILE = """
-import pickle, sys, time
+import atexit, pickle, resource, sys, time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from radrank import jobs as _jobs
+try:
+    from radrank import workers as _workers
+except ImportError:  # a revision before the worker processes
+    _workers = None
 
-if hasattr(_jobs, "run_logged"):
-    _CALLS = Path(".snakemake/overhead_calls")
-    _CALLS.mkdir(parents=True, exist_ok=True)
+_CALLS = Path(".snakemake/overhead_calls")
+_CALLS.mkdir(parents=True, exist_ok=True)
+
+
+def _own_cpu(path):  # the CPU of Snakemake's process alone, all its threads: what one GIL serialises
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    Path(path).write_text(str(usage.ru_utime + usage.ru_stime))
+
+
+atexit.register(_own_cpu, ".snakemake/overhead_own_cpu")
+
+
+def _record(kind, name, call):
+    if not Path(".snakemake/overhead_startup_cpu").exists():  # the first job: Snakemake's start is done
+        _own_cpu(".snakemake/overhead_startup_cpu")
+    with open(_CALLS / f"{time.time_ns()}.{name}.pkl", "wb") as f:
+        pickle.dump((kind, name, call), f)
+
+
+if _workers is not None and hasattr(_workers, "run_in_process"):
+    _run_in_workers = _workers.run_in_process
+
+    def _recorded(job_type, rule, params, input, output, log, config, workflow):
+        _record("run_in_process", job_type.__name__, (rule, params, input, output, log, config))
+        return _run_in_workers(job_type, rule, params, input, output, log, config, workflow)
+
+    _workers.run_in_process = _recorded
+elif hasattr(_jobs, "run_in_process"):
+    _run_in_process = _jobs.run_in_process
+
+    def _recorded(job_type, *args):  # this frame's globals are the Snakefile's, as the run: block's are
+        _record("run_in_process", job_type.__name__, args)
+        return _run_in_process(job_type, *args)
+
+    _jobs.run_in_process = _recorded
+elif hasattr(_jobs, "run_logged"):
     _run_logged = _jobs.run_logged
 
     def _recorded(job, **kwargs):
-        with open(_CALLS / f"{time.time_ns()}.{job.__name__}.pkl", "wb") as f:
-            pickle.dump((job.__name__, kwargs), f)
+        _record("run_logged", job.__name__, kwargs)
         return _run_logged(job, **kwargs)
 
     _jobs.run_logged = _recorded
@@ -73,76 +120,142 @@ include: "Snakefile"
 """
 
 
-def replay(jobs: list, work: Path) -> dict:
-    """CPU seconds of each job's work done again in this process, by job function (script name or
-    radrank.jobs function)."""
-    cpu = defaultdict(float)
-    os.chdir(work)
-    for path in jobs:
-        if path.suffix == ".pkl":  # an in-process job: its radrank.jobs call
-            from radrank import jobs as radrank_jobs
+def replay_one(path: Path) -> str:
+    """Do one recorded job's work again in this process; its name (job class, function or script)."""
+    if path.suffix == ".pkl":  # an in-process job: its radrank.jobs call, as the job made it, log included
+        from radrank import jobs as radrank_jobs
 
-            name, kwargs = pickle.loads(path.read_bytes())
-            start = time.process_time()
-            radrank_jobs.run_logged(getattr(radrank_jobs, name), **kwargs)  # as the job did, log included
-            cpu[name] += time.process_time() - start
-            continue
-        code = compile(path.read_text(), str(path), "exec")
-        start = time.process_time()
+        kind, name, call = pickle.loads(path.read_bytes())
+        if kind == "run_in_process":
+            try:
+                from radrank.workers import run_in_process
+            except ImportError:  # a revision before the worker processes: the call ran in jobs
+                radrank_jobs.run_in_process(getattr(radrank_jobs, name), *call)
+            else:
+                run_in_process(getattr(radrank_jobs, name), *call, None)  # RADRANK_WORKERS=0: here
+        else:
+            radrank_jobs.run_logged(getattr(radrank_jobs, name), **call)
+        return name
+    code = compile(path.read_text(), str(path), "exec")
+    try:
+        exec(code, {"__name__": "__main__", "__file__": str(path)})
+    except SystemExit as e:
+        if e.code:
+            sys.exit(f"replaying {path.name} failed (exit {e.code})")
+    return path.name.split(".", 1)[1]
+
+
+def replay(calls: list) -> dict:
+    """CPU seconds of each job's work done again in this process, by job name (the jobs' records, which go to
+    their log files and stderr, to their log files only)."""
+    cpu = defaultdict(float)
+    stderr = sys.stderr
+    with open(os.devnull, "w") as sys.stderr:
         try:
-            exec(code, {"__name__": "__main__", "__file__": str(path)})
-        except SystemExit as e:
-            if e.code:
-                sys.exit(f"replaying {path.name} failed (exit {e.code})")
-        cpu[path.name.split(".", 1)[1]] += time.process_time() - start
+            for path in calls:
+                start = time.process_time()
+                name = replay_one(path)
+                cpu[name] += time.process_time() - start
+        finally:
+            sys.stderr = stderr
     return cpu
 
 
-def measure(label: str, repo: Path, args):
-    with tempfile.TemporaryDirectory() as tmp:
-        work = _workdir.make(Path(tmp), models=args.models, datasets=1, cases=args.cases,
-                             metrics=["bleu2", "bleu4", "rouge"], repo=repo)
-        config_path = work / "config/config.yaml"  # no meta-evaluation: the run is the leaderboard's
-        config_path.write_text(yaml.safe_dump({**yaml.safe_load(config_path.read_text()), "metaeval": {"sets": []}}))
+SPIN = "s = 0\nfor i in range(20_000_000):\n    s += i"
+
+
+def parallel_capacity() -> float:
+    """How many times one CPU-bound process's speed two such processes reach together on this machine now
+    (2.0 on two idle cores): the most the wall ratio --cores 1 / --cores 2 can be here."""
+    def wall(n):
+        start = time.perf_counter()
+        for proc in [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(n)]:
+            proc.wait()
+        return time.perf_counter() - start
+
+    return 2 * min(wall(1) for _ in range(3)) / min(wall(2) for _ in range(3))  # the best of three: others' load
+
+
+def run_workflow(repo: Path, args, cores: int, record: bool):
+    """One run from scratch in a new copy: (wall s, CPU s, Snakemake's own process's CPU s: until its first job and
+    in all, jobs by rule, recorded calls in job order, copy)."""
+    tmp = tempfile.TemporaryDirectory()
+    work = _workdir.make(Path(tmp.name), models=args.models, datasets=1, cases=args.cases,
+                         metrics=["bleu2", "bleu4", "rouge"], repo=repo)
+    config_path = work / "config/config.yaml"  # no meta-evaluation: the run is the leaderboard's
+    config_path.write_text(yaml.safe_dump({**yaml.safe_load(config_path.read_text()), "metaeval": {"sets": []}}))
+    snakefile = ["-s", "Snakefile.overhead", "--skip-script-cleanup"] if record else []
+    if record:
         (work / "Snakefile.overhead").write_text(RECORDING_SNAKEFILE)
-        before, wall = children_cpu(), time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", "Snakefile.overhead", "--cores", "2",
-                               "--skip-script-cleanup", "all"], cwd=work, capture_output=True, text=True)
-        run_cpu, wall = children_cpu() - before, time.perf_counter() - wall
-        if proc.returncode != 0:
-            sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
-        jobs = Counter(re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.M))
-        # job order: a script is written, and a call recorded, when its job starts
-        replayed = sorted([*(work / ".snakemake/scripts").glob("tmp*.py"),
-                           *(work / ".snakemake/overhead_calls").glob("*.pkl")], key=lambda p: p.stat().st_mtime_ns)
-        here = os.getcwd()
-        sys.path.insert(0, str(work / "src"))
-        for name in [m for m in sys.modules if m == "radrank" or m.startswith("radrank.")]:
-            del sys.modules[name]  # this revision's package, not another's
-        try:
-            replay(replayed, work)  # imports and file-system caches warm
-            work_cpu = replay(replayed, work)
-        finally:
-            os.chdir(here)
-            sys.path.remove(str(work / "src"))
-    total_work = sum(work_cpu.values())
+    before, wall = children_cpu(), time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "snakemake", *snakefile, "--cores", str(cores), "all"], cwd=work,
+                          capture_output=True, text=True)
+    run_cpu, wall = children_cpu() - before, time.perf_counter() - wall
+    if proc.returncode != 0:
+        sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
+    jobs = Counter(re.findall(r"^(?:local)?rule (\w+):", proc.stdout + proc.stderr, re.M))
+    # job order: a script is written, and a call recorded, when its job starts
+    calls = sorted([*(work / ".snakemake/scripts").glob("tmp*.py"),
+                    *(work / ".snakemake/overhead_calls").glob("*.pkl")], key=lambda p: p.stat().st_mtime_ns)
+    own_cpu = [float((work / f".snakemake/overhead_{part}_cpu").read_text()) if record else None
+               for part in ("startup", "own")]
+    return wall, run_cpu, own_cpu, jobs, calls, work, tmp
+
+
+def measure(label: str, repo: Path, args):
+    capacity = parallel_capacity()
     print(f"{label}: {args.models} models x {args.cases} cases, 1 dataset x 2 splits, lexical panel "
-          f"(bleu2 bleu4 rouge), --cores 2")
+          f"(bleu2 bleu4 rouge); this machine now runs two CPU-bound processes at {capacity:.2f}x one "
+          f"(load average {os.getloadavg()[0]:.2f})", flush=True)
+    wall1, cpu1, _, _, _, _, tmp1 = run_workflow(repo, args, cores=1, record=True)
+    tmp1.cleanup()
+    print(f"--cores 1: {wall1:.1f} s wall, {cpu1:.1f} s CPU (snakemake, its workers and every job)", flush=True)
+    wall2, cpu2, (startup, own2), jobs, calls, work, tmp2 = run_workflow(repo, args, cores=2, record=True)
+    # With one core the wall time is the run's CPU. With two free ones it is at least the CPU of Snakemake's
+    # process (one GIL runs it one thread at a time), and at least its start (before any job) plus half the rest.
+    bound = cpu2 / max(own2, startup + (cpu2 - startup) / 2)
+    print(f"--cores 2: {wall2:.1f} s wall, {cpu2:.1f} s CPU, {own2:.1f} s of it in Snakemake's own process "
+          f"({100 * own2 / cpu2:.0f} %; {startup:.1f} s before its first job): on two free cores the wall ratio "
+          f"--cores 1 / --cores 2 can reach {bound:.2f}", flush=True)
+    here = os.getcwd()
+    sys.path.insert(0, str(work / "src"))
+    for name in [m for m in sys.modules if m == "radrank" or m.startswith("radrank.")]:
+        del sys.modules[name]  # this revision's package, not another's
+    workers_setting = os.environ.get("RADRANK_WORKERS")
+    os.environ["RADRANK_WORKERS"] = "0"
+    try:
+        os.chdir(work)
+        first_of_each = {}
+        for path in calls:
+            first_of_each.setdefault(path.name.split(".", 1)[1], path)
+        replay(list(first_of_each.values()))  # imports and file-system caches warm
+        work_cpu = replay(calls)
+    finally:
+        os.chdir(here)
+        sys.path.remove(str(work / "src"))
+        if workers_setting is None:
+            del os.environ["RADRANK_WORKERS"]
+        else:
+            os.environ["RADRANK_WORKERS"] = workers_setting
+        tmp2.cleanup()
+    total_work = sum(work_cpu.values())
     print(f"jobs: {sum(jobs.values())}  ({', '.join(f'{r} {n}' for r, n in sorted(jobs.items()))})")
-    print(f"snakemake run: {wall:.1f} s wall, {run_cpu:.1f} s CPU (snakemake and every job)")
     for name, cpu in sorted(work_cpu.items()):
         print(f"  work of {name:<20} {cpu:7.2f} s CPU")
-    share = total_work / run_cpu
-    print(f"work, replayed in one process: {total_work:.1f} s CPU = {100 * share:.0f} % of the run's CPU "
-          f"(goal >= {100 * GOAL:.0f} %); start-up and bookkeeping {run_cpu - total_work:.1f} s, "
-          f"{(run_cpu - total_work) / max(sum(jobs.values()) - 1, 1):.2f} s per job")
-    return sum(jobs.values()), run_cpu, total_work, wall
+    share, ratio = total_work / cpu2, wall1 / wall2
+    print(f"wall --cores 1 / --cores 2: {ratio:.2f} (goal >= {WALL_RATIO_GOAL}; this machine's ceiling "
+          f"{capacity:.2f}); work per wall-second at --cores 2: {total_work / wall2:.2f} CPU-s")
+    print(f"work, replayed in one process: {total_work:.1f} s CPU = {100 * share:.0f} % of the --cores 2 run's CPU "
+          f"(goal >= {100 * WORK_SHARE_GOAL:.0f} %); start-up and bookkeeping {cpu2 - total_work:.1f} s, "
+          f"{(cpu2 - total_work) / max(sum(jobs.values()) - 1, 1):.2f} s per job", flush=True)
+    return {"jobs": sum(jobs.values()), "cpu": cpu2, "work": total_work, "wall1": wall1, "wall2": wall2,
+            "capacity": capacity, "own": own2, "bound": bound}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", type=int, default=20)
-    ap.add_argument("--cases", type=int, default=500)
+    ap.add_argument("--models", type=int, default=50)
+    ap.add_argument("--cases", type=int, default=590)
     ap.add_argument("--against", metavar="REV", help="git revision measured first, as the reference")
     args = ap.parse_args()
     reference = None
@@ -150,13 +263,16 @@ def main():
         with _workdir.revision(args.against) as repo:
             reference = measure(f"reference ({args.against})", repo, args)
         print()
-    jobs, run_cpu, work, wall = measure("this checkout", _workdir.REPO, args)
+    this = measure("this checkout", _workdir.REPO, args)
     if reference:
-        ref_jobs, ref_cpu, ref_work, ref_wall = reference
-        print(f"\nvs reference: jobs {ref_jobs} -> {jobs}, run CPU {ref_cpu:.1f} -> {run_cpu:.1f} s "
-              f"(x{ref_cpu / run_cpu:.1f} less), wall {ref_wall:.1f} -> {wall:.1f} s, work share "
-              f"{100 * ref_work / ref_cpu:.0f} % -> {100 * work / run_cpu:.0f} %")
-
+        ref = reference
+        print(f"\nvs reference: jobs {ref['jobs']} -> {this['jobs']}; --cores 2 wall {ref['wall2']:.1f} -> "
+              f"{this['wall2']:.1f} s, run CPU {ref['cpu']:.1f} -> {this['cpu']:.1f} s, in Snakemake's own process "
+              f"{ref['own']:.1f} -> {this['own']:.1f} s; wall ratio --cores 1 / 2 {ref['wall1'] / ref['wall2']:.2f} -> "
+              f"{this['wall1'] / this['wall2']:.2f} (the machine's ceiling {ref['capacity']:.2f} and "
+              f"{this['capacity']:.2f}; on two free cores at most {ref['bound']:.2f} -> {this['bound']:.2f}); "
+              f"work share {100 * ref['work'] / ref['cpu']:.0f} % -> {100 * this['work'] / this['cpu']:.0f} %; "
+              f"work per wall-second {ref['work'] / ref['wall2']:.2f} -> {this['work'] / this['wall2']:.2f} CPU-s")
 
 if __name__ == "__main__":
     main()

@@ -1,3 +1,4 @@
+import atexit
 import sys
 from pathlib import Path
 
@@ -5,7 +6,7 @@ from pathlib import Path
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import jobs, metaeval, metrics
+from radrank import jobs, metaeval, metrics, workers
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, validate_config
 
@@ -13,9 +14,10 @@ from radrank.workflow import GENERATED, NAME_PATTERN, Plan, validate_config
 try:
     # The config checked against its schema (and defaulted), every setting checked and every model looked
     # for, once, before any job starts.
-    PLAN = Plan.load(validate_config(config))
+    PLAN = Plan.load(validate_config(config), digest_memo=".snakemake/radrank/digests.json")
 except RadrankError as e:
     sys.exit(f"radrank: {e}")  # the one clear message, without a traceback
+atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
 
 
 wildcard_constraints:
@@ -31,7 +33,7 @@ wildcard_constraints:
 PAIRS = "results/pairs/{dataset}/{split}/{model}.parquet"
 DROPS = "results/pairs/{dataset}/{split}/{model}.drops.csv"
 SCORES = "results/scores/{dataset}/{split}/{model}/{metric}.parquet"
-SCORE_SHARD = "results/scores/{dataset}/{split}/{model}/{metric}.shards/{shard}.parquet"
+SCORE_SHARD = "results/scores/{dataset}/{split}/.shards/{metric}/{shard}.parquet"  # a group's slice of its pairs
 STATS = "results/stats/{dataset}/{split}"
 SUMMARIES = "results/summary/{dataset}/{split}"  # + /{model}/results.csv, ... (written by the bootstrap job)
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
@@ -64,12 +66,20 @@ def submission_files(w):
     return {"submission": sub.path, **({"reference": sub.reference_path} if sub.reference_path else {})}
 
 
-def required_scores(metric):
-    return {req: SCORES.replace("{metric}", req) for req in metrics.get(metric).requires}
+def group_score_files(r):
+    """A scoring rule's files (workflow.ScoreRule): its input (every model's pairs and the scores of the metrics
+    it reads), every model's score file, and its shards' files."""
+    group = {"dataset": r.dataset, "split": r.split}
 
+    def per_model(template, **more):
+        return [template.format(**group, model=m, **more) for m in r.models]
 
-def shard_files(w):
-    return [SCORE_SHARD.format(**w, shard=f"{i}-of-{PLAN.shards(w.metric)}") for i in range(PLAN.shards(w.metric))]
+    count = PLAN.shards(r.metric)
+    shard = SCORE_SHARD.format(**group, metric=r.metric, shard="{shard}")
+    return {"input": {"pairs": per_model(PAIRS),
+                      **{req: per_model(SCORES, metric=req) for req in metrics.get(r.metric).requires}},
+            "scores": per_model(SCORES, metric=r.metric), "shard": shard,
+            "shards": [shard.format(shard=f"{i}-of-{count}") for i in range(count)]}
 
 
 def each_model(template, w, **fixed):

@@ -44,4 +44,4 @@ if PLAN.generations():
             mem_mb=2000,
             runtime=10,
         run:
-            jobs.run_in_process(jobs.MergeGenerated, rule, params, input, output, log, config)
+            workers.run_in_process(jobs.MergeGenerated, rule, params, input, output, log, config, workflow)

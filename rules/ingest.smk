@@ -15,4 +15,4 @@ rule ingest:
         mem_mb=2000,
         runtime=10,
     run:
-        jobs.run_in_process(jobs.Ingest, rule, params, input, output, log, config)
+        workers.run_in_process(jobs.Ingest, rule, params, input, output, log, config, workflow)

@@ -24,4 +24,4 @@ rule leaderboard:
         mem_mb=1000,
         runtime=5,
     run:
-        jobs.run_in_process(jobs.Leaderboard, rule, params, input, output, log, config)
+        workers.run_in_process(jobs.Leaderboard, rule, params, input, output, log, config, workflow)

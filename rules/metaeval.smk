@@ -18,7 +18,7 @@ rule metaeval_pairs:
         mem_mb=2000,
         runtime=10,
     run:
-        jobs.run_in_process(jobs.MetaevalPairs, rule, params, input, output, log, config)
+        workers.run_in_process(jobs.MetaevalPairs, rule, params, input, output, log, config, workflow)
 
 
 rule metaeval_agreement:
@@ -38,7 +38,7 @@ rule metaeval_agreement:
         mem_mb=4000,
         runtime=30,
     run:
-        jobs.run_in_process(jobs.MetaevalAgreement, rule, params, input, output, log, config)
+        workers.run_in_process(jobs.MetaevalAgreement, rule, params, input, output, log, config, workflow)
 
 
 rule metaeval:

@@ -25,4 +25,4 @@ rule report:
         mem_mb=PerAttempt(PLAN.report_mem_mb()),
         runtime=30,
     run:
-        jobs.run_in_process(jobs.Report, rule, params, input, output, log, config)
+        workers.run_in_process(jobs.Report, rule, params, input, output, log, config, workflow)

@@ -4,7 +4,6 @@ rule bootstrap:
     per group instead of every model's summary)."""
     input:
         scores=group_scores,
-        pairs=lambda w: each_model(PAIRS, w),
         drops=lambda w: each_model(DROPS, w),
     output:
         replicates=f"{STATS}/replicates.parquet",
@@ -20,4 +19,4 @@ rule bootstrap:
         mem_mb=PerAttempt(lambda w: PLAN.bootstrap_mem_mb(w.dataset, w.split)),
         runtime=30,
     run:
-        jobs.run_in_process(jobs.Bootstrap, rule, params, input, output, log, config)
+        workers.run_in_process(jobs.Bootstrap, rule, params, input, output, log, config, workflow)

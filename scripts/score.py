@@ -7,4 +7,4 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
     from radrank import jobs  # noqa: E402
 
-    jobs.run_script(snakemake, jobs.Score)  # noqa: F821
+    jobs.run_script(snakemake, jobs.ScoreGroup)  # noqa: F821

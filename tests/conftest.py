@@ -7,6 +7,14 @@ import json
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def hermetic_score_cache(tmp_path_factory, monkeypatch):
+    """Every test scores into caches of its own (not ~/.cache): a pair cached by an earlier test or run
+    would otherwise hide whether this one scores it. Tests of the caches set their own."""
+    monkeypatch.setenv("RADRANK_SCORE_CACHE", str(tmp_path_factory.mktemp("score-cache")))
+    monkeypatch.setenv("RADRANK_JUDGE_CACHE", str(tmp_path_factory.mktemp("judge-cache")))
+
+
 @pytest.fixture
 def ingest_write(tmp_path):
     """Write a file under tmp_path and return its path.

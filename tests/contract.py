@@ -229,6 +229,23 @@ class MetricContract:
         assert {pair for pair in resolved if pair[0] not in derived} == named, metric_name
         assert derived <= {key for key, _ in resolved}, metric_name
 
+    def test_scores_depend_on_the_columns_it_reads_only(self, metric_name, contract_settings, contract_runtime,
+                                                        contract_inputs):
+        """A pair's scores are a function of ``reads`` (and the settings): other columns and the sample id may
+        change freely — what lets the group job score identical pairs of different models once."""
+        m = metrics.get(metric_name)
+        assert set(m.reads) <= set(CASES.columns) and {"reference", "hypothesis"} <= set(m.reads)
+        other = CASES.copy()
+        other["sample_id"] = [f"other-{i}" for i in range(len(CASES))]
+        for column in set(CASES.columns) - set(m.reads) - {"sample_id"}:
+            other[column] = [99.0] * len(CASES) if column == "age" else ["Other text."] * len(CASES)
+        inputs = {k: v.assign(sample_id=other["sample_id"]) for k, v in contract_inputs.items()}
+        if m.needs_corpus(m.settings(contract_settings)):
+            inputs["corpus_pairs"] = other
+        base, _ = self._score(metric_name, CASES, contract_settings, contract_inputs, contract_runtime)
+        changed, _ = self._score(metric_name, other, contract_settings, inputs, contract_runtime)
+        assert_scores_equal(changed.assign(sample_id=CASES["sample_id"]), base, f"{metric_name}: unread columns")
+
     def test_shard_invariance(self, metric_name, contract_settings, contract_runtime, contract_inputs):
         m = metrics.get(metric_name)
         whole, _ = self._score(metric_name, CASES, contract_settings, contract_inputs, contract_runtime)
@@ -236,7 +253,7 @@ class MetricContract:
         for rows in (slice(0, 3), slice(3, len(CASES))):
             part = CASES.iloc[rows].reset_index(drop=True)
             inputs = {k: v.iloc[rows].reset_index(drop=True) for k, v in contract_inputs.items()}
-            if m.shard_inputs:
+            if m.needs_corpus(m.settings(contract_settings)):
                 inputs["corpus_pairs"] = CASES
             parts.append(self._score(metric_name, part, contract_settings, inputs, contract_runtime)[0])
         assert_scores_equal(pd.concat(parts, ignore_index=True), whole, f"{metric_name}: shards")

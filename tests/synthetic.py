@@ -305,8 +305,7 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
         files = jobs.Files
         jobs.Bootstrap(dataset=dataset, split=split, models=tuple(models), metrics=tuple(metric_names), n=n_boot,
                        seed=seed, level=level).run(
-            files(scores=[p for m in models for p in score_paths[m]], pairs=[entries[m]["pairs"] for m in models],
-                  drops=[entries[m]["drops"] for m in models]),
+            files(scores=[p for m in models for p in score_paths[m]], drops=[entries[m]["drops"] for m in models]),
             files(replicates=stats / "replicates.parquet", summary=stats / "summary.parquet",
                   comparisons=stats / "comparisons.parquet", comparisons_csv=stats / "comparisons.csv",
                   model_files=root / f"results/summary/{dataset}/{split}"))

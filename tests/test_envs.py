@@ -109,7 +109,7 @@ def test_every_metric_family_and_every_rule_has_both_routes():
         assert all(c == m for c, m in condas), f"{path.name}: {condas}"
         assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
         for call in re.findall(r"run:\n\s*(.*)", text):
-            pattern = r"jobs\.run_in_process\(jobs\.\w+, rule, params, input, output, log, config\)"
+            pattern = r"workers\.run_in_process\(jobs\.\w+, rule, params, input, output, log, config, workflow\)"
             assert re.fullmatch(pattern, call), call
 
 

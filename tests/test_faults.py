@@ -73,12 +73,13 @@ def test_sigkill_then_rerun_is_byte_identical(tmp_path, reference_results, point
 def test_failed_shard_is_the_only_scoring_job_redone(tmp_path):
     workdir = make_workdir(tmp_path, shards={"rouge": 3})
     snakemake(workdir)
-    merged = workdir / "results/scores/demo_cxr/findings/hasty/rouge.parquet"
-    lost = workdir / "results/scores/demo_cxr/findings/hasty/rouge.shards/1-of-3.parquet"
-    before = merged.read_bytes()
+    group = workdir / "results/scores/demo_cxr/findings"
+    merged = [group / model / "rouge.parquet" for model in ("careful", "hasty", "template")]
+    lost = group / ".shards/rouge/1-of-3.parquet"
+    before = [p.read_bytes() for p in merged]
     # As after a failed shard job: that shard and everything downstream of it are missing.
     results = workdir / "results"
-    downstream = [lost, merged, *results.glob("stats/demo_cxr/findings/*"),
+    downstream = [lost, *merged, *results.glob("stats/demo_cxr/findings/*"),
                   *results.glob("summary/demo_cxr/findings/*/*"), results / "leaderboard/demo_cxr_findings.csv",
                   *results.glob("report/*")]
     for path in downstream:
@@ -86,12 +87,14 @@ def test_failed_shard_is_the_only_scoring_job_redone(tmp_path):
     plan = snakemake(workdir, "-n").stdout
     counts = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}
-    assert counts["score_rouge_shard"] == 1
-    assert counts["merge_shards"] == 1
-    assert "ingest" not in counts and "score_core_batch" not in counts  # bleu2 and bleu4 are not redone
+    assert counts["score_rouge_demo_cxr_findings_shard"] == 1  # the lost shard only
+    assert counts["score_rouge_demo_cxr_findings_collect"] == 1
+    scored = {rule for rule in counts if rule.startswith("score")}
+    assert scored == {"score_rouge_demo_cxr_findings_shard", "score_rouge_demo_cxr_findings_collect"}
+    assert "ingest" not in counts  # and bleu2, bleu4 and the other groups are not redone
     assert counts["bootstrap"] == 1 and counts["leaderboard"] == 1
     snakemake(workdir)
-    assert merged.read_bytes() == before
+    assert [p.read_bytes() for p in merged] == before
 
 
 def test_two_work_directories_run_at_once_without_touching_each_other(tmp_path, reference_results):

@@ -123,7 +123,8 @@ def run_stage(tmp_path: Path, name: str, reader: str, files: dict, options=None,
     score_paths = []
     for metric in metric_names:
         score_paths.append(out / f"{metric}.parquet")
-        jobs.Score.of(metric).run(jobs.Files(pairs=out / "pairs.parquet"), jobs.Files(scores=score_paths[-1]))
+        jobs.ScoreGroup.of(metric, [metaeval.MODEL]).run(jobs.Files(pairs=[out / "pairs.parquet"]),
+                                                         jobs.Files(scores=[score_paths[-1]]))
     jobs.MetaevalAgreement(set_name=name, metric_names=tuple(metric_names), n_boot=n_boot, seed=seed, level=0.95,
                            tie_tolerance=0.01).run(
         jobs.Files(item_table=out / "items.parquet", scores=score_paths),

@@ -43,7 +43,8 @@ def test_metaeval_target_writes_every_set(metaeval_run):
             assert (workdir / f"results/scores/metaeval-{name}/metaeval/candidates/{metric}.parquet").is_file()
     # only the meta-evaluation ran: no leaderboard, no ingest of the submissions
     assert not (workdir / "results/leaderboard").exists()
-    assert re.search(r"^score_core_batch\s+3$", proc.stdout + proc.stderr, re.MULTILINE)  # one batch job per set
+    for metric in ("bleu2", "bleu4", "rouge"):  # one job per metric and set
+        assert len(re.findall(rf"^score_{metric}_metaeval_\S+\s+1$", proc.stdout + proc.stderr, re.MULTILINE)) == 3
 
 
 def test_workflow_numbers_equal_independent_implementation(metaeval_run):
@@ -77,7 +78,8 @@ def test_bad_ratings_file_fails_with_one_clear_line(tmp_path):
 
 def test_full_run_includes_metaeval_and_feeds_the_report(tmp_path):
     out = snakemake(make_workdir(tmp_path), "-n").stdout
-    for rule, count in [("metaeval_pairs", 2), ("metaeval_agreement", 2), ("score_core_batch", 9 + 2), ("report", 1)]:
+    for rule, count in [("metaeval_pairs", 2), ("metaeval_agreement", 2), ("score_rouge_metaeval_radpref_metaeval", 1),
+                        ("report", 1)]:
         assert re.search(rf"^{rule}\s+{count}$", out, re.MULTILINE), (rule, out[-3000:])
     report_job = out[out.index("rule report:"):].split("\n\n")[0]
     for name in ("radpref", "radjudge"):

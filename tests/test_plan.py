@@ -9,7 +9,7 @@ import yaml
 
 from _workflow import make_workdir
 from radrank.errors import ConfigError
-from radrank.workflow import Plan, read_config
+from radrank.workflow import Plan, ScoreRule, read_config
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,11 @@ def test_the_example_plan(workdir, tmp_path, monkeypatch):
     monkeypatch.chdir(workdir)
     plan = plan_of(workdir, tmp_path)
     assert plan.groups() == [("demo_clinic", "findings"), ("demo_cxr", "findings"), ("demo_cxr", "reports")]
-    assert plan.batches() == [("", ("findings", "metaeval", "reports"), ("bleu2", "bleu4", "rouge"))]
-    assert plan.metrics_one_by_one() == [] and plan.envs() == ["core"] and plan.weight_refs() == []
+    rules = plan.score_rules()  # one per metric and group: 3 groups and 2 meta-evaluation sets
+    assert len(rules) == 3 * 5 and all(plan.in_process(r.metric) for r in rules)
+    assert rules[0] == ScoreRule("score_bleu2_demo_clinic_findings", "bleu2", "demo_clinic", "findings",
+                                 ("careful", "hasty", "template"))
+    assert {r.name for r in rules if r.dataset.startswith("metaeval-")} >= {"score_rouge_metaeval_radpref_metaeval"}
+    assert plan.envs() == ["core"] and plan.weight_refs() == []
     job = plan.bootstrap_job("demo_cxr", "findings")
     assert (job.models, job.metrics) == (("careful", "hasty", "template"), ("bleu2", "bleu4", "rouge"))

@@ -44,7 +44,7 @@ def test_score_job_provenance_has_no_credentials(tmp_path):
                           "hypothesis": ["no effusion ."]})
     io.write_parquet(pairs, tmp_path / "pairs.parquet", provenance.record("pairs"))
     out = tmp_path / "bleu2.parquet"
-    jobs.Score.of("bleu2").run(jobs.Files(pairs=tmp_path / "pairs.parquet"), jobs.Files(scores=out))
+    jobs.ScoreGroup.of("bleu2", ["m"]).run(jobs.Files(pairs=[tmp_path / "pairs.parquet"]), jobs.Files(scores=[out]))
     env = io.read_provenance(out)["environment"]
     assert "interpreter" not in env
     assert set(env) == {"env", "lock_key", "python", "packages"}

@@ -53,7 +53,8 @@ def test_plan_lists_the_vllm_env(tmp_path):
     plan = Plan.from_config(config, base_dir=tmp_path)
     assert plan.envs() == ["core", "vllm"]
     assert plan.env_of("green") == "vllm" and plan.gpus_of("green") == 2 and plan.env_of("bleu2") == "core"
-    assert plan.metrics_one_by_one() == ["green"]  # its own rule, score_green, in the vllm env
+    assert [(r.name, plan.in_process(r.metric)) for r in plan.score_rules() if r.metric == "green"] == \
+        [("score_green_demo_cxr_findings", False)]  # its own rule, in the vllm env
 
 
 def test_lock_directives():

@@ -33,11 +33,12 @@ def test_lint_is_clean():
 def test_dry_run_lists_every_stage(tmp_path):
     proc = snakemake(make_workdir(tmp_path), "-n")
     out = proc.stdout + proc.stderr
-    # 3 models x (2 JSON splits + 1 CSV split) = 9 ingests, each scored by one batch job (bleu2, bleu4, rouge),
-    # + the 2 meta-evaluation sets' pairs, scored by the same batch rule;
+    # 3 models x (2 JSON splits + 1 CSV split) = 9 ingests; each metric (bleu2, bleu4, rouge) scores each of the 3
+    # dataset x split groups and the 2 meta-evaluation sets in one job across their models (15 jobs);
     # the bootstrap job of each dataset x split writes its models' summary files.
-    for rule, count in [("ingest", 9), ("score_core_batch", 9 + 2), ("bootstrap", 3), ("leaderboard", 3),
-                        ("report", 1), ("metaeval_pairs", 2), ("metaeval_agreement", 2), ("total", 32)]:
+    for rule, count in [("ingest", 9), ("score_bleu2_demo_cxr_findings", 1), ("score_rouge_metaeval_radjudge_metaeval", 1),
+                        ("bootstrap", 3), ("leaderboard", 3), ("report", 1), ("metaeval_pairs", 2),
+                        ("metaeval_agreement", 2), ("total", 9 + 15 + 3 + 3 + 1 + 2 + 2 + 1)]:
         assert any(line.split() == [rule, str(count)] for line in out.splitlines()), (rule, out[-2000:])
 
 
@@ -91,8 +92,10 @@ def test_example_drop_files_and_summaries(example_run):
     summary = pd.read_csv(summary_dir / "results_summary.csv").set_index("metric")
     assert summary.loc["bleu2", "estimate"] == pytest.approx(results.loc[0, "bleu2"])
     assert summary.loc["bleu2", "std"] == pytest.approx(results["bleu2"].iloc[1:].std(ddof=1))
-    generations = pd.read_csv(summary_dir / "generations.csv", keep_default_na=False)
-    assert list(generations.columns) == ["sample_id", "reference", "hypothesis"]
+    # a model's generations are its canonical pairs (results/pairs/), not copied into its summary folder
+    assert sorted(p.name for p in summary_dir.iterdir()) == ["drops.csv", "results.csv", "results_summary.csv"]
+    generations = pd.read_parquet(example_run / "results/pairs/demo_cxr/findings/hasty.parquet")
+    assert {"sample_id", "reference", "hypothesis"} <= set(generations.columns)
     assert len(generations) == 47 and "demo-0007" not in set(generations["sample_id"])
     assert generations.set_index("sample_id").loc["demo-0011", "hypothesis"] == ""
 

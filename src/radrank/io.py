@@ -76,11 +76,11 @@ def write_parquet(df, path, provenance: dict | None = None) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
-def read_parquet(path):
-    """Return the table in ``path`` as a DataFrame."""
+def read_parquet(path, columns=None):
+    """Return the table in ``path`` (only ``columns``, when given) as a DataFrame."""
     import pandas as pd
 
-    return pd.read_parquet(path)
+    return pd.read_parquet(path, columns=list(columns) if columns is not None else None)
 
 
 def read_provenance(path) -> dict:

@@ -7,19 +7,19 @@ the library, and writes the ``output`` atomically with provenance, so a job leav
 outputs or none. Input files come in the rule's input lists, in the order the job's fields give
 (e.g. models × metrics); no path is passed twice.
 
-The core environment's rules call :func:`run_in_process` in Snakemake's own process (``run:``,
-one thread per job: no interpreter start-up, no re-import); the other families' rules call
-:func:`run_script` from a thin script in scripts/ in their own environment. Logging is per job
-(:func:`job_log`): a job's records go to its log file and stderr, also when jobs share a process.
+The core environment's rules hand their job to :func:`radrank.workers.run_in_process` (``run:``: a
+long-lived worker process of the run, so no interpreter start-up or re-import per job and every
+core in use); the other families' rules call :func:`run_script` from a thin script in scripts/ in
+their own environment. Logging is per job (:func:`job_log`): a job's records go to its log file
+and stderr, also when jobs share a process.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from contextlib import contextmanager
-
-import dataclasses
 from dataclasses import dataclass, field
 
 from radrank import io, metrics, provenance
@@ -157,12 +157,6 @@ class Files(dict):
             raise AttributeError(name) from None
 
 
-def run_in_process(job_type, rule, params, input, output, log, config) -> None:
-    """A ``run:`` rule's body: build the job from its params and run it in this (Snakemake's) process."""
-    job = job_type.from_params(params.job, config)
-    run_logged(lambda: job.run(input, output), rule=rule, log_path=log[0] if log else None)
-
-
 def run_script(snakemake, job_type) -> None:
     """A rule script's body (a process of its own): build the job and run it; a failure exits non-zero
     after its line is logged."""
@@ -190,6 +184,7 @@ class Ingest(Job):
     ref_section: str | None  # None: generated pairs, already cut to their section
     empty_hypothesis: str
     max_chars: int | None
+    sources_sha256: dict = field(default_factory=dict)  # the submission's (and reference's) content: reruns it
 
     def run(self, input, output):
         import pandas as pd
@@ -226,35 +221,6 @@ class Ingest(Job):
 # --- scores --------------------------------------------------------------------------------------------
 
 
-def _scored(metric_name: str, settings, pairs, pairs_identity, required: dict, shard=None):
-    """Per-sample scores of one metric and their provenance: what the job used (the metric's identity,
-    environment, pairs, required scores), nothing from the rest of the config."""
-    import pandas as pd
-
-    from radrank.runtime import Runtime
-    from radrank.shards import shard_slice
-
-    metric = metrics.get(metric_name)
-    inputs = {name: pd.read_parquet(p) for name, p in required.items()}
-    if shard is not None:
-        if metric.shard_inputs:  # corpus-level statistics (BERTScore's idf) must see every pair
-            inputs["corpus_pairs"] = pairs
-        rows = shard_slice(len(pairs), *shard)
-        pairs = pairs.iloc[rows].reset_index(drop=True)
-        inputs = {name: frame.set_index("sample_id").loc[pairs["sample_id"]].reset_index() if name in required
-                  else frame for name, frame in inputs.items()}
-    scores = metrics.score(metric_name, pairs, settings, inputs, Runtime())
-    models_used = scores.attrs.pop("models", None)
-    identity = metric.identity(settings)
-    prov = provenance.record(
-        "scores", metric=metric_name, metric_version=identity["version"], settings=identity["settings"],
-        models=models_used, environment=provenance.environment(metric.packages), pairs=pairs_identity,
-        inputs={name: io.read_provenance(p).get("metric_version") for name, p in required.items()},
-        shard=None if shard is None else {"index": shard[0], "count": shard[1]},
-    )
-    return scores, prov
-
-
 def _settings_for(name: str, identity: dict, config: dict):
     """A metric's settings from the config, checked against the identity the rule was planned with."""
     settings = metrics.configured(name, config)
@@ -264,13 +230,95 @@ def _settings_for(name: str, identity: dict, config: dict):
     return settings
 
 
+def _score_provenance(metric_name: str, settings, models, pairs_identity, required_versions: dict, shard=None):
+    """What a score file records: the metric's identity, its models, environment, pairs and required scores —
+    nothing from the rest of the config, and nothing of how the rows were found (cached or scored)."""
+    metric = metrics.get(metric_name)
+    identity = metric.identity(settings)
+    return provenance.record(
+        "scores", metric=metric_name, metric_version=identity["version"], settings=identity["settings"],
+        models=models, environment=provenance.environment(metric.packages), pairs=pairs_identity,
+        inputs=required_versions, shard=None if shard is None else {"index": shard[0], "count": shard[1]})
+
+
 @dataclass(frozen=True)
-class Score(Job):
-    """One metric on one pairs file, or on one shard of it. Input: ``pairs`` and one file per required metric."""
+class ScoreGroup(Job):
+    """One metric over every model of one dataset × split, each distinct pair scored once (radrank.scoring).
+
+    Input: ``pairs`` (one file per model, in :attr:`models` order) and, per required metric, its score files
+    (same order). Output: ``scores`` (one file per model, same order) — or, for one shard of the group's
+    distinct pairs, ``shard`` (the shard's table of pair keys and scores; :class:`CollectShards` joins them).
+    """
 
     metric: str
     identity: dict
+    dataset: str
+    split: str
+    models: tuple
     shard: tuple | None = None  # (index, count)
+    settings: object = built()
+    cache: object = built()  # radrank.score_cache.ScoreCache, or None
+
+    @classmethod
+    def from_params(cls, params, config):
+        from radrank import score_cache
+
+        job = cls(**dict(params))
+        return dataclasses.replace(job, settings=_settings_for(job.metric, job.identity, config),
+                                   cache=score_cache.ScoreCache.from_config(config))
+
+    @classmethod
+    def of(cls, metric: str, models, settings: dict | None = None, *, dataset="d", split="findings", shard=None,
+           cache=None):
+        """The job with ``settings`` (a ``metric_settings.<metric>`` mapping), outside a workflow run."""
+        s = metrics.get(metric).settings(settings or {})
+        return cls(metric=metric, identity=metrics.get(metric).identity(s), dataset=dataset, split=split,
+                   models=tuple(models), shard=shard, settings=s, cache=cache)
+
+    def run(self, input, output):
+        import pandas as pd
+
+        from radrank.scoring import score_group
+
+        metric = metrics.get(self.metric)
+        # only the columns the metric reads: a group of 100 models holds every model's pairs at once
+        pairs = {m: io.read_parquet(p, ["sample_id", *metric.reads]) for m, p in zip(self.models, input.pairs)}
+        required = {req: dict(zip(self.models, input[req])) for req in metric.requires}
+        result = score_group(self.metric, self.settings, pairs, shard=self.shard, cache=self.cache,
+                             required={req: {m: pd.read_parquet(p) for m, p in files.items()}
+                                       for req, files in required.items()})
+        c = result.counts
+        log.info("%s on %s/%s: %d models, %d pairs, %d distinct%s", self.metric, self.dataset, self.split,
+                 len(self.models), c.get("rows", 0), c.get("distinct", c.get("rows", 0)),
+                 f", {c['cached']} from the cache, {c['scored']} scored" if "cached" in c else "")
+        versions = {req: io.read_provenance(files[self.models[0]]).get("metric_version")
+                    for req, files in required.items()}
+        if self.shard is not None:
+            prov = _score_provenance(self.metric, self.settings, result.models, None, versions, self.shard)
+            io.write_parquet(result.keys, output.shard, prov)
+            return
+        write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, versions)
+
+
+def write_model_scores(metric_name, settings, result, models, pair_paths, score_paths, versions: dict):
+    """One score file per model, each written after every model's table is ready (a failed job leaves none)."""
+    records = []
+    for model, pair_path, out in zip(models, pair_paths, score_paths):
+        prov = _score_provenance(metric_name, settings, result.models, provenance.read_pairs_identity(pair_path),
+                                 versions)
+        records.append((result.by_model[model], out, prov))
+    for frame, out, prov in records:
+        io.write_parquet(frame, out, prov)
+
+
+@dataclass(frozen=True)
+class CollectShards(Job):
+    """A sharded metric's group: the shards' tables joined, every model's score file written.
+    Input: ``pairs`` (one file per model, in :attr:`models` order) and ``shards``. Output: ``scores``."""
+
+    metric: str
+    identity: dict
+    models: tuple
     settings: object = built()
 
     @classmethod
@@ -278,67 +326,20 @@ class Score(Job):
         job = cls(**dict(params))
         return dataclasses.replace(job, settings=_settings_for(job.metric, job.identity, config))
 
-    @classmethod
-    def of(cls, metric: str, settings: dict | None = None, shard: tuple | None = None):
-        """The job with ``settings`` (a ``metric_settings.<metric>`` mapping), outside a workflow run."""
-        s = metrics.get(metric).settings(settings or {})
-        return cls(metric=metric, identity=metrics.get(metric).identity(s), shard=shard, settings=s)
-
-    def run(self, input, output):
-        required = {name: path for name, path in input.items() if name != "pairs"}
-        pairs = io.read_parquet(input.pairs)
-        scores, prov = _scored(self.metric, self.settings, pairs, provenance.read_pairs_identity(input.pairs),
-                               required, self.shard)
-        log.info("%s: %d samples scored from %s%s", self.metric, len(scores), input.pairs,
-                 "" if self.shard is None else f" (shard {self.shard[0]} of {self.shard[1]})")
-        io.write_parquet(scores, output.scores, prov)
-
-
-@dataclass(frozen=True)
-class ScoreBatch(Job):
-    """Several cheap metrics on one pairs file, read once; one output per metric, named by the metric.
-    Every file is written only after every metric has scored, so a failed job leaves none of them."""
-
-    identities: dict  # metric -> identity
-    settings: dict = built()
-
-    @classmethod
-    def from_params(cls, params, config):
-        job = cls(**dict(params))
-        return dataclasses.replace(job, settings={m: _settings_for(m, i, config) for m, i in job.identities.items()})
-
-    def run(self, input, output):
-        import time
-
-        pairs = io.read_parquet(input.pairs)
-        identity = provenance.read_pairs_identity(input.pairs)
-        results = {}
-        for metric in self.identities:
-            start = time.process_time()
-            results[metric] = _scored(metric, self.settings[metric], pairs, identity, {})
-            log.info("%s: %d samples scored from %s (%.2f s CPU)", metric, len(pairs), input.pairs,
-                     time.process_time() - start)
-        for metric, (scores, prov) in results.items():
-            io.write_parquet(scores, output[metric], prov)
-
-
-@dataclass(frozen=True)
-class MergeShards(Job):
-    """A metric's shards, in order, into its score file; they must cover the pairs exactly.
-    Input: ``pairs`` and ``shards``."""
-
     def run(self, input, output):
         import pandas as pd
 
-        parts = [pd.read_parquet(p) for p in input.shards]
-        merged = pd.concat(parts, ignore_index=True)
-        pairs = io.read_parquet(input.pairs)
-        if not merged["sample_id"].equals(pairs["sample_id"]):
-            raise RuntimeError(f"shards {list(input.shards)} do not cover the pairs of {input.pairs} in order")
-        prov = io.read_provenance(input.shards[0])
-        prov["shard"] = {"count": len(parts), "merged": True}
-        log.info("merged %d shards, %d samples", len(parts), len(merged))
-        io.write_parquet(merged, output.scores, prov)
+        from radrank.scoring import GroupScores, assemble, pair_keys
+
+        metric = metrics.get(self.metric)
+        pairs = {m: io.read_parquet(p, ["sample_id", *metric.reads]) for m, p in zip(self.models, input.pairs)}
+        rows = pd.concat([pd.read_parquet(p) for p in input.shards], ignore_index=True)
+        keyed = {m: pair_keys(metric, self.settings, frame) for m, frame in pairs.items()}
+        result = GroupScores(by_model=assemble(metric, rows, keyed, pairs),
+                             models=io.read_provenance(input.shards[0]).get("models"))
+        log.info("%s: %d shards, %d distinct pairs, %d models", self.metric, len(input.shards), len(rows),
+                 len(self.models))
+        write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, {})
 
 
 def merge_scores(score_paths: list):
@@ -366,7 +367,7 @@ def by_model(paths: list, models: list, per_model: int) -> dict:
 @dataclass(frozen=True)
 class Bootstrap(Job):
     """Statistics of one dataset × split over every model (one shared resample matrix) and every model's
-    RadHarmony-style files. Input: ``scores`` (models × metrics, in order), ``pairs`` and ``drops`` (models)."""
+    RadHarmony-style files. Input: ``scores`` (models × metrics, in order) and ``drops`` (models)."""
 
     dataset: str
     split: str
@@ -381,8 +382,7 @@ class Bootstrap(Job):
         from radrank.summaries import write_model_summaries
 
         score_paths = by_model(input.scores, self.models, len(self.metrics))
-        pairs_paths = dict(zip(self.models, by_model(input.pairs, self.models, 1).values()))
-        drops_paths = dict(zip(self.models, by_model(input.drops, self.models, 1).values()))
+        drops_paths = by_model(input.drops, self.models, 1)
         leaves = [leaf for name in self.metrics for leaf in metrics.leaves(name)]
         scores = {model: merge_scores(paths) for model, paths in score_paths.items()}
         result = bootstrap(scores, leaves, n_boot=self.n, seed=self.seed, level=self.level)
@@ -400,8 +400,8 @@ class Bootstrap(Job):
         io.write_csv(result.comparisons, output.comparisons_csv)
         io.write_parquet(result.summary, output.summary, prov)
         io.write_parquet(result.replicates, output.replicates, prov)
-        write_model_summaries(result.replicates, result.summary, {m: p[0] for m, p in pairs_paths.items()},
-                              {m: p[0] for m, p in drops_paths.items()}, output.model_files)
+        write_model_summaries(result.replicates, result.summary, {m: p[0] for m, p in drops_paths.items()},
+                              output.model_files)
 
 
 @dataclass(frozen=True)
@@ -416,6 +416,7 @@ class Leaderboard(Job):
     fallback_rank_by: str
     decimals: int
     level: float
+    models_sheet_sha256: str | None = None  # its content, not its mtime, reruns the leaderboard
 
     def run(self, input, output):
         import pandas as pd
@@ -584,6 +585,7 @@ class MetaevalPairs(Job):
     options: dict
     files: tuple  # the input names holding one file each
     file_lists: tuple = ()  # the input names holding a list of files
+    files_sha256: dict = field(default_factory=dict)  # their content, not their mtime, reruns the job
 
     def run(self, input, output):
         from radrank import metaeval

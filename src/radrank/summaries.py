@@ -1,6 +1,10 @@
 """Per-model result files in RadHarmony's layout: results, results_summary, generations and drops.
 
-Written for every model by the workflow's bootstrap job and by the Python API's ``save_results``.
+The Python API's ``save_results`` writes all four, as RadHarmony's does. The workflow's bootstrap job
+writes every model's results, results_summary and drops, but not generations.csv: that would be the
+model's canonical pairs, ``results/pairs/{dataset}/{split}/{model}.parquet``, again (the same rows and
+columns) as CSV text — nine tenths of the folder's bytes, 137 MB of 148 at 100 models × 2,347 cases,
+rewritten whenever a model is added (benchmarks/bootstrap.py --files).
 """
 
 from __future__ import annotations
@@ -22,26 +26,28 @@ def results_table(replicates, label: str = "report"):
     return wide[["label", "fold", "seed", "bootstrap", *order]]
 
 
-def write_model_files(*, results, summary, generations, drops, out_results, out_summary, out_generations, out_drops):
-    """Write one model's RadHarmony-style files (the workflow's bootstrap job and the Python API share this)."""
+def write_model_files(*, results, summary, drops, out_results, out_summary, out_drops, generations=None,
+                      out_generations=None):
+    """Write one model's RadHarmony-style files (the workflow's bootstrap job and the Python API share this);
+    generations.csv only where ``generations`` (its pairs) are given."""
     io.write_csv(drops, out_drops)
-    io.write_csv(generations, out_generations)
+    if generations is not None:
+        io.write_csv(generations, out_generations)
     io.write_csv(summary, out_summary)
     io.write_csv(results, out_results)
 
 
-def write_model_summaries(replicates, summary, pairs_paths: dict, drops_paths: dict, out_dir):
-    """RadHarmony-style files of every model (results, results_summary, generations, drops) under
-    ``out_dir``/<model>/, from the bootstrap's replicates and summary."""
+def write_model_summaries(replicates, summary, drops_paths: dict, out_dir):
+    """RadHarmony-style files of every model (results, results_summary, drops) under ``out_dir``/<model>/,
+    from the bootstrap's replicates and summary."""
     import pandas as pd
 
     reps_by_model = dict(tuple(replicates.groupby("model", sort=False)))
     summary_by_model = dict(tuple(summary.groupby("model", sort=False)))
-    for model, pairs_path in pairs_paths.items():
+    for model, drops_path in drops_paths.items():
         folder = Path(out_dir) / model
-        pairs = pd.read_parquet(pairs_path, columns=["sample_id", "reference", "hypothesis"])
         write_model_files(results=results_table(reps_by_model[model]),
-                          summary=summary_by_model[model].drop(columns=["model"]), generations=pairs,
-                          drops=pd.read_csv(drops_paths[model], dtype=str, keep_default_na=False),
+                          summary=summary_by_model[model].drop(columns=["model"]),
+                          drops=pd.read_csv(drops_path, dtype=str, keep_default_na=False),
                           out_results=folder / "results.csv", out_summary=folder / "results_summary.csv",
-                          out_generations=folder / "generations.csv", out_drops=folder / "drops.csv")
+                          out_drops=folder / "drops.csv")

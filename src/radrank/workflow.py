@@ -23,16 +23,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from radrank import jobs, metaeval, metrics
+from radrank.digests import FileDigests
 from radrank.errors import ConfigError, MissingWeightsError
 from radrank.sheets import NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, is_name, read_sheet
 
 GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
 GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
 DEFAULT_GENERATION_BATCH = 8
+SCORE_MB_PER_MODEL = 20  # memory a scoring job adds per model of its group
 WEIGHTS_CHECK_ENV = "RADRANK_WEIGHTS_CHECK"  # "off": skip (a dry run or DAG benchmark without weights)
 VQA_SPLIT = "vqa"
 
-__all__ = ["GENERATED", "NAME_PATTERN", "Generation", "Plan", "Submission"]
+__all__ = ["GENERATED", "NAME_PATTERN", "Generation", "Plan", "ScoreRule", "Submission"]
 
 
 def metric_closure(requested, key: str) -> list[str]:
@@ -107,6 +109,17 @@ class Generation:
 
 
 @dataclass(frozen=True)
+class ScoreRule:
+    """One scoring rule: metric ``metric`` over every model of one dataset × split."""
+
+    name: str
+    metric: str
+    dataset: str
+    split: str
+    models: tuple
+
+
+@dataclass(frozen=True)
 class Submission:
     model: str
     dataset: str
@@ -118,9 +131,11 @@ class Submission:
 
 
 class Plan:
-    def __init__(self, config: dict, base_dir: str | Path = "."):
+    def __init__(self, config: dict, base_dir: str | Path = ".", digest_memo: str | Path | None = None):
         self.config = copy.deepcopy(config)
         self.base_dir = Path(base_dir)
+        # content digests of the files people write, in the jobs' params: content, not mtime, reruns a job
+        self.digests = FileDigests(digest_memo)
         self.submissions: dict = {}  # (dataset, model) -> Submission
         self.metric_names = metric_closure(self.config["metrics"], "metrics")  # findings and reports splits
         self.vqa_metric_names = metric_closure(self.config.get("vqa_metrics", ["vqa"]), "vqa_metrics")
@@ -130,6 +145,10 @@ class Plan:
                     raise ConfigError(f"config '{key}' names {name!r}, which is not among the configured metrics")
         # Every metric's settings, built once: the single place defaults are merged and values checked.
         self.settings = {name: metrics.configured(name, self.config) for name in self.all_metric_names()}
+        for name in self.config.get("shards") or {}:
+            if metrics.get(name).requires:
+                raise ConfigError(f"config 'shards' names {name!r}: it combines other metrics' scores model by "
+                                  "model (one cheap job per dataset × split); shard the metrics it reads instead")
         self.metaeval_sets = metaeval.sets_from_config(self.config)
         self._read_sheet()
         self._read_generation()
@@ -142,11 +161,15 @@ class Plan:
         return cls(config, base_dir)
 
     @classmethod
-    def load(cls, config: dict, base_dir: str | Path = ".") -> "Plan":
+    def load(cls, config: dict, base_dir: str | Path = ".", digest_memo: str | Path | None = None) -> "Plan":
         """The plan of a run: built, and every model it needs checked on this machine (:meth:`check_weights`)."""
-        plan = cls(config, base_dir)
+        plan = cls(config, base_dir, digest_memo)
         plan.check_weights()
         return plan
+
+    def digest(self, path) -> str:
+        """The sha256 of a file people write (radrank.digests): what reruns a job when it changes."""
+        return self.digests(self.base_dir / path)
 
     # --- reading the config ----------------------------------------------------------------------
     def _read_sheet(self):
@@ -285,30 +308,35 @@ class Plan:
     def shards(self, name: str) -> int:
         return int((self.config.get("shards") or {}).get(name, 1))
 
-    def batched(self, name: str) -> bool:
-        """Scored in-process together with the other cheap metrics of a (dataset, split, model): a core-family
-        metric that loads no model, reads no other metric's scores and is not sharded."""
-        s = self.settings[name]
-        metric = self.metric(name)
-        return (metric.env(s) == "core" and self.gpus_of(name) == 0 and not metric.weights(s)
-                and not metric.requires and self.shards(name) == 1)
+    def in_process(self, name: str) -> bool:
+        """Scored in Snakemake's own process (the core family: no interpreter start-up per job); else by a rule
+        script in the metric's environment."""
+        return self.env_of(name) == "core"
 
-    def batches(self) -> list[tuple[str, tuple, tuple]]:
-        """(rule suffix, splits, metrics) of each batched scoring rule: the splits scored with the same
-        batched metrics share a rule, suffixed "_vqa" when it serves only the vqa split."""
-        by_metrics: dict = {}
-        for split in self.scored_splits():
-            batch = tuple(m for m in self.metrics_for_split(split) if self.batched(m))
-            if batch:
-                by_metrics.setdefault(batch, []).append(split)
-        out = [("_vqa" if splits == [VQA_SPLIT] else "", tuple(splits), batch) for batch, splits in by_metrics.items()]
-        if len({suffix for suffix, _, _ in out}) < len(out):  # more kinds of split than today: name them all
-            out = [("_" + "_".join(splits), splits, batch) for _, splits, batch in out]
-        return out
+    def score_groups(self, name: str) -> list[tuple[str, str, tuple]]:
+        """(dataset, split, models) of every group metric ``name`` scores: each dataset × split whose split it
+        applies to, and each meta-evaluation set (scored with the run's metrics as one more group)."""
+        groups = [(d, s, tuple(self.models_for(d, s))) for d, s in self.groups() if name in self.metrics_for_split(s)]
+        if name in self.metric_names:
+            groups += [(metaeval.dataset_name(set_name), metaeval.SPLIT, (metaeval.MODEL,))
+                       for set_name in self.metaeval_sets]
+        return groups
 
-    def metrics_one_by_one(self) -> list[str]:
-        """The used metrics that are not batched: each scored in its own jobs (one rule per metric)."""
-        return [m for m in self.used_metrics() if not self.batched(m)]
+    def score_rules(self) -> list["ScoreRule"]:
+        """One scoring rule per (used metric, group) — a job that loads the metric's model once for the whole
+        group — with names that are unique Python identifiers."""
+        rules, taken = [], set()
+        for name in self.used_metrics():
+            for dataset, split, models in self.score_groups(name):
+                base = "score_" + "_".join("".join(c if c.isalnum() else "_" for c in part)
+                                           for part in (name, dataset, split))
+                rule_name, n = base, 1
+                while rule_name in taken:
+                    n += 1
+                    rule_name = f"{base}_{n}"
+                taken.add(rule_name)
+                rules.append(ScoreRule(rule_name, name, dataset, split, models))
+        return rules
 
     def envs(self) -> list[str]:
         return sorted({self.env_of(m) for m in self.used_metrics()})
@@ -345,19 +373,30 @@ class Plan:
 
     # --- the jobs -----------------------------------------------------------------------------------
     def ingest_job(self, dataset: str, split: str, model: str) -> jobs.Ingest:
-        generated = self.submission(dataset, model).generation is not None
+        sub = self.submission(dataset, model)
+        generated = sub.generation is not None
         return jobs.Ingest(
             dataset=dataset, split=split, model=model,
+            # a generated submission is the workflow's own output: its job decides when it changes
+            sources_sha256={} if generated else {"submission": self.digest(sub.path),
+                                                 **({"reference": self.digest(sub.reference_path)}
+                                                    if sub.reference_path else {})},
             # generated references were cut to their section by the generation job
             ref_section=None if generated else self.config["ref_section"].get(split, "full"),
             empty_hypothesis=self.config["empty_hypothesis"], max_chars=self.config["max_report_chars"])
 
-    def score_job(self, name: str, shard: str | None = None) -> jobs.Score:
-        return jobs.Score(metric=name, identity=self.identity_of(name),
-                          shard=None if shard is None else parse_shard(shard))
+    def score_mem_mb(self, rule: "ScoreRule") -> int:
+        """A scoring job holds every model's pairs of its group at once: the metric's memory, plus an allowance
+        per model (a 10,000-study test set's pairs take ~10 MB in memory; benchmarks/memory.py)."""
+        return self.resources_of(rule.metric).mem_mb + SCORE_MB_PER_MODEL * len(rule.models)
 
-    def batch_job(self, names) -> jobs.ScoreBatch:
-        return jobs.ScoreBatch(identities={m: self.identity_of(m) for m in names})
+    def score_job(self, rule: "ScoreRule", shard: str | None = None) -> jobs.ScoreGroup:
+        return jobs.ScoreGroup(metric=rule.metric, identity=self.identity_of(rule.metric), dataset=rule.dataset,
+                               split=rule.split, models=rule.models,
+                               shard=None if shard is None else parse_shard(shard))
+
+    def collect_job(self, rule: "ScoreRule") -> jobs.CollectShards:
+        return jobs.CollectShards(metric=rule.metric, identity=self.identity_of(rule.metric), models=rule.models)
 
     def bootstrap_job(self, dataset: str, split: str) -> jobs.Bootstrap:
         boot = self.config["bootstrap"]
@@ -374,7 +413,9 @@ class Plan:
 
     def leaderboard_job(self, dataset: str, split: str) -> jobs.Leaderboard:
         rank_by, fallback = self.ranking(split)
+        sheet = self.config.get("models")
         return jobs.Leaderboard(dataset=dataset, split=split, models=tuple(self.models_for(dataset, split)),
+                                models_sheet_sha256=self.digest(sheet) if sheet else None,
                                 rank_by=rank_by, fallback_rank_by=fallback,
                                 decimals=self.config["leaderboard"]["decimals"],
                                 level=self.config["bootstrap"]["level"])
@@ -397,7 +438,9 @@ class Plan:
     def identity(self) -> dict:
         """The config as far as it decides the run's numbers: every metric's settings reduced to the ones that
         change scores (a new batch size or device is the same run)."""
-        return {**self.config, "metric_settings": {m: self.identity_of(m) for m in self.all_metric_names()}}
+        where = {"score_cache"}  # where cached scores are kept changes no number
+        return {**{k: v for k, v in self.config.items() if k not in where},
+                "metric_settings": {m: self.identity_of(m) for m in self.all_metric_names()}}
 
     def report_mem_mb(self) -> int:
         """The report holds every model's per-sample values of every group: grows with (model, group) entries."""
@@ -425,8 +468,10 @@ class Plan:
     def metaeval_pairs_job(self, set_name: str) -> jobs.MetaevalPairs:
         source = self.metaeval_sets[set_name]
         lists = tuple(k for k, v in source.files.items() if isinstance(v, list))
+        paths = [p for v in source.files.values() for p in (v if isinstance(v, list) else [v])]
         return jobs.MetaevalPairs(set_name=source.name, reader=source.reader, options=dict(source.options),
-                                  files=tuple(k for k in source.files if k not in lists), file_lists=lists)
+                                  files=tuple(k for k in source.files if k not in lists), file_lists=lists,
+                                  files_sha256={str(p): self.digest(p) for p in paths if (self.base_dir / p).is_file()})
 
     def metaeval_agreement_job(self, set_name: str) -> jobs.MetaevalAgreement:
         m = self.config["metaeval"]

@@ -147,7 +147,10 @@ class Metric:
     default_resources: ClassVar[Resources] = Resources()
     board: ClassVar[tuple[BoardColumn, ...]] = ()
     explained_by: ClassVar[tuple[str, ...]] = ()
-    shard_inputs: ClassVar[bool] = False  # True: a shard's scores depend on the whole set (BERTScore's idf)
+    # The pair columns ``score`` reads: a pair's scores are a function of these alone (and the settings), so
+    # identical pairs of different models are scored once and a scored pair is never scored again.
+    reads: ClassVar[tuple[str, ...]] = ("reference", "hypothesis")
+    cache_scores: ClassVar[bool] = True  # keep per-pair scores in the score cache (False: recomputing is cheaper)
 
     def __repr__(self):
         return f"<metric {self.name}>"
@@ -193,6 +196,22 @@ class Metric:
     def weights(self, s: SettingsBase) -> tuple:
         """The :class:`radrank.runtime.WeightRef` of everything ``score`` will load with ``s``."""
         return ()
+
+    def needs_corpus(self, s: SettingsBase) -> bool:
+        """True when a pair's scores also depend on the other pairs of its submission (BERTScore's idf over the
+        references): scored with ``inputs["corpus_pairs"]``, the submission's whole pairs table."""
+        return False
+
+    def cacheable(self, scores):
+        """Rows whose scores may be kept and reused: not those of a request that failed (an endpoint that did
+        not answer is asked again next time)."""
+        import numpy as np
+
+        if self.reason_column is None:
+            return np.ones(len(scores), dtype=bool)
+        reasons = scores[self.reason_column].fillna("").astype(str)
+        return ~(reasons.str.contains("api_error", regex=False) | reasons.str.contains("request failed", regex=False)
+                 ).to_numpy()
 
     # -- the report --------------------------------------------------------------------------------
     def explain(self, row) -> Explanation | None:

@@ -424,7 +424,9 @@ class BERTScore(Metric):
     default_resources = Resources(mem_mb=8000, runtime_min=60, threads=4, gpu=1)
     packages = ("torch", "transformers", "tokenizers", "huggingface-hub", "safetensors")
     board = (BoardColumn("BertScore", "bertscore", 2),)
-    shard_inputs = True  # idf weights come from every reference of the set, not the shard's
+
+    def needs_corpus(self, s):
+        return s.idf  # idf weights come from every reference of the submission, not only the pair's
 
     def weights(self, s):
         refs = [WeightRef(self.owner(), self.key("model"), s.model, need="model")]

@@ -540,6 +540,7 @@ class CRIMSON(JudgeMetric):
     version = "1"
     default_resources = Resources(mem_mb=32000, runtime_min=720, threads=4, gpu=1)
     explained_by = ("crimson_response", "crimson_reason")
+    reads = ("reference", "hypothesis", "age", "indication")  # the patient context of the prompt
 
     def weights(self, s):
         if s.backend == "openai":

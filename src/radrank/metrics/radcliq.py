@@ -57,6 +57,7 @@ class RadCliQ(Metric):
     )
     # NaN where a component is NaN (a pair one of the four metrics could not score)
     nan_columns = ("radcliq_v0", "radcliq_v1")
+    cache_scores = False  # a linear combination of four scores: cheaper than looking the pair up
     default_resources = Resources(mem_mb=1000, runtime_min=5)
     requires = tuple(m for m, _ in FEATURES)
     board = (BoardColumn("1/RadCliQ-v1", "radcliq_v1", 5, reciprocal=True),)

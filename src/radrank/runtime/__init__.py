@@ -19,11 +19,11 @@ import os
 import threading
 
 from radrank.errors import ConfigError
-from radrank.runtime.weights import (Resolved, WeightRef, available, hub_offline, provenance, resolve,
-                                     revision_of, weights_digest)
+from radrank.runtime.weights import (Resolved, WeightRef, available, fingerprint, hub_offline, provenance,
+                                     resolve, revision_of, weights_digest)
 
 __all__ = ["Resolved", "Runtime", "WeightRef", "allows_remote_code", "api_key", "available", "clear_models",
-           "hub_offline", "provenance", "resolve", "revision_of", "scrub", "weights_digest"]
+           "fingerprint", "hub_offline", "provenance", "resolve", "revision_of", "scrub", "weights_digest"]
 
 _MODELS: dict = {}
 _MODELS_LOCK = threading.RLock()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from radrank import provenance
 from radrank.errors import MissingWeightsError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".th", ".ckpt", ".gguf", ".npz", ".h5")
@@ -295,13 +296,10 @@ def file_sha256(path) -> str:
     with _HASH_LOCK:
         if key in _HASHES:
             return _HASHES[key]
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    digest = provenance.file_sha256(path)
     with _HASH_LOCK:
-        _HASHES[key] = h.hexdigest()
-    return _HASHES[key]
+        _HASHES[key] = digest
+    return digest
 
 
 def weights_digest(files) -> str:
@@ -321,6 +319,13 @@ def weights_digest(files) -> str:
 _DIGESTS: dict = {}
 
 
+def forget_hashes() -> None:
+    """Forget every file hash of this process (a benchmark measuring what a fresh job pays)."""
+    with _HASH_LOCK:
+        _HASHES.clear()
+        _DIGESTS.clear()
+
+
 def revision_of(path) -> str | None:
     """The hub commit of a path inside a Hugging Face cache snapshot, else None."""
     parts = Path(os.path.abspath(path)).parts  # a snapshot's files are links into blobs/: do not follow them
@@ -329,6 +334,19 @@ def revision_of(path) -> str | None:
         if i + 1 < len(parts):
             return parts[i + 1]
     return None
+
+
+def fingerprint(resolved: Resolved) -> str:
+    """What identifies the bytes a reference resolved to — content, never a path or a date: the hub commit of a
+    cached snapshot, else the sha256 of its weights and model files (hashed once per process)."""
+    import json
+
+    revision = revision_of(resolved.path)
+    if revision:
+        return f"{resolved.ref.ref}@{revision}"
+    prov = provenance(resolved)
+    blob = json.dumps([prov["weights_sha256"], prov["files_sha256"]], sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()
 
 
 def provenance(resolved: Resolved) -> dict:

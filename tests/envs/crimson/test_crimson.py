@@ -525,14 +525,18 @@ def test_openai_key_not_in_the_written_scores(tmp_path, monkeypatch):
     pairs = _pairs(OPENAI_REFS, OPENAI_HYPS)
     out_path = tmp_path / "scores.parquet"
     with FakeOpenAI(_responder) as server:
-        config = {"metric_settings": {"crimson": _openai_settings(server)}}
+        config = {"metric_settings": {"crimson": _openai_settings(server)},
+                  "score_cache": {"dir": str(tmp_path / "scores")}}
         identity = METRIC.identity(metrics.configured("crimson", config))
-        job = jobs.Score.from_params({"metric": "crimson", "identity": identity}, config)
-        job.run(jobs.Files(pairs=_write_pairs(tmp_path, pairs)), jobs.Files(scores=out_path))
+        job = jobs.ScoreGroup.from_params({"metric": "crimson", "identity": identity, "dataset": "d",
+                                           "split": "findings", "models": ("m",)}, config)
+        job.run(jobs.Files(pairs=[_write_pairs(tmp_path, pairs)]), jobs.Files(scores=[out_path]))
     written = pd.read_parquet(out_path)
     assert written["crimson"].iloc[:5].tolist() == [c[3] for c in VECTORS]
     assert KEY not in out_path.read_bytes().decode("latin-1")
     assert KEY not in json.dumps(io.read_provenance(out_path))
+    cached = [f for f in (tmp_path / "scores").rglob("*") if f.is_file()]
+    assert cached and all(KEY not in f.read_bytes().decode("latin-1") for f in cached)
 
 
 def test_openai_missing_key_is_a_config_error(monkeypatch):

@@ -166,7 +166,7 @@ def fake_api():
 
 
 def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monkeypatch):
-    """A whole scoring job (jobs.Score: parquet + provenance + log) against a fake endpoint."""
+    """A whole scoring job (jobs.ScoreGroup: parquet + provenance + log + score cache) against a fake endpoint."""
     from radrank import io, jobs
 
     monkeypatch.setenv("RADRANK_TEST_JUDGE_KEY", SECRET)
@@ -174,9 +174,10 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
     io.write_parquet(pairs, pairs_path, {"dataset": "d", "split": "findings", "model": "m", "n_pairs": len(pairs)})
     settings = {"backend": "openai", "model": "judge-model", "api_base": fake_api,
                 "api_key_env": "RADRANK_TEST_JUDGE_KEY", "api_max_retries": 2, "cache_dir": str(tmp_path / "cache")}
-    config = {"metric_settings": {"mrscore_rubric": settings}}
+    config = {"metric_settings": {"mrscore_rubric": settings}, "score_cache": {"dir": str(tmp_path / "scores")}}
     identity = metrics.get("mrscore_rubric").identity(metrics.configured("mrscore_rubric", config))
-    job = jobs.Score.from_params({"metric": "mrscore_rubric", "identity": identity}, config)
+    job = jobs.ScoreGroup.from_params({"metric": "mrscore_rubric", "identity": identity, "dataset": "d",
+                                       "split": "findings", "models": ("m",)}, config)
     log_path = tmp_path / "job.log"
     with jobs.job_log(log_path):  # the records of every thread (the judge requests run in a pool)
         import radrank.engine as engine
@@ -184,7 +185,7 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
         monkeypatch.setattr(engine.OpenAIGenerator, "__init__",
                             _fast_backoff(engine.OpenAIGenerator.__init__))
         out = tmp_path / "scores.parquet"
-        job.run(jobs.Files(pairs=pairs_path), jobs.Files(scores=out))
+        job.run(jobs.Files(pairs=[pairs_path]), jobs.Files(scores=[out]))
         scores = io.read_parquet(out).set_index("sample_id")
         assert scores.loc["s0", "mrscore_rubric"] == 95.0  # grammar flagged by the fake judge
         assert scores.loc["s1", "mrscore_rubric"] == 100.0  # after one HTTP 503 (retried)
@@ -194,15 +195,17 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
         assert {c["temperature"] for c in _FakeAPI.calls} == {0.0, 0.7}  # greedy, then the sampled retry
         prov = io.read_provenance(out)
         assert prov["models"]["api_key_env"] == "RADRANK_TEST_JUDGE_KEY" and prov["models"]["backend"] == "openai"
-        for f in [out, log_path, *tmp_path.joinpath("cache").rglob("*")]:
+        for f in [out, log_path, *tmp_path.joinpath("cache").rglob("*"), *tmp_path.joinpath("scores").rglob("*")]:
             if f.is_file():
                 assert SECRET.encode() not in f.read_bytes(), f
         assert SECRET not in json.dumps(prov)
         n_requests = len(_FakeAPI.calls)
-        job.run(jobs.Files(pairs=pairs_path), jobs.Files(scores=out))
+        job.run(jobs.Files(pairs=[pairs_path]), jobs.Files(scores=[out]))
         assert len(_FakeAPI.calls) == n_requests  # the rerun is answered from the cache
     text = log_path.read_text()
-    assert "mrscore_rubric: 6 requests" in text and SECRET not in text
+    # the group job asked the judge each distinct pair once (6 pairs, one repeated), then the cache answered
+    assert "mrscore_rubric: 5 requests (5 distinct)" in text and "6 pairs, 5 distinct, 5 from the cache" in text
+    assert SECRET not in text
 
 
 def _fast_backoff(init):

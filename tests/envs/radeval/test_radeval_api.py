@@ -268,7 +268,7 @@ def test_dead_endpoint_fails_the_job_without_the_key(env_key, prompts_dir, name,
 
 @pytest.mark.parametrize("name", ["mammo_green", "radfact_ct"])
 def test_job_files_hold_no_key(env_key, prompts_dir, tmp_path, caplog, capsys, name):
-    """A scoring job (jobs.Score: scores parquet + provenance) on the fake server: the same numbers, and the key
+    """A scoring job (jobs.ScoreGroup: scores parquet + provenance) on the fake server: the same numbers, and the key
     nowhere."""
     from radrank import io, jobs
 
@@ -283,7 +283,7 @@ def test_job_files_hold_no_key(env_key, prompts_dir, tmp_path, caplog, capsys, n
         if name == "radfact_ct":
             settings["prompts_dir"] = str(prompts_dir)
         out = metrics.score(name, pairs, settings)
-        jobs.Score.of(name, settings).run(jobs.Files(pairs=pairs_path), jobs.Files(scores=out_path))
+        jobs.ScoreGroup.of(name, ["m"], settings).run(jobs.Files(pairs=[pairs_path]), jobs.Files(scores=[out_path]))
     written = pd.read_parquet(out_path)
     column = metrics.get(name).leaves[0].column
     assert written[column].tolist() == pytest.approx(out[column].tolist(), nan_ok=True)

@@ -1,0 +1,467 @@
+"""Worker processes for the core environment's in-process jobs, so that a local run uses every core.
+
+Snakemake runs a ``run:`` job (:func:`radrank.jobs.run_in_process`) in a thread of its own process
+(force-use-threads in the local profiles): no interpreter start-up and no import per job, but every job
+shares one GIL, and ``--cores 2`` gave at most 0.6 CPU-s of work per wall-second. Here the thread hands
+its job to a worker process and waits for it:
+
+* One *fork server* per Snakemake run, started at the first job: a fresh interpreter (not a fork of the
+  multi-threaded Snakemake process, and not a re-run of Snakemake's ``__main__`` as multiprocessing's
+  forkserver would do in each worker) that imports :data:`PRELOAD` (numpy, pandas, pyarrow and radrank's
+  job modules) once. Its only other threads are numpy's BLAS pool and pyarrow's allocator, which are
+  fork-aware (pthread_atfork).
+* A worker is forked from it, in milliseconds, when a job finds no worker idle, and then serves job after
+  job; so there are as many workers as jobs Snakemake runs at once, at most its ``--cores``.
+* A job travels as plain data (:class:`_Task`): its job class (by name), its params dict, the rule's input
+  and output as :class:`radrank.jobs.Files` (:func:`files`), its log path, the config, and the Snakemake
+  process's working directory, environment and root log level, so that it sees what a thread would. It
+  runs under :func:`radrank.jobs.run_logged` as in Snakemake's process (:func:`run_job`): its log file gets
+  its own records, and a failure is raised in the Snakemake thread as :class:`radrank.jobs.JobFailed` with
+  the same line.
+* A worker that dies during a job (killed: out of memory; crashed) fails that job with a line naming the
+  signal, also written to the job's log; the next job gets a new worker.
+* No worker outlives Snakemake: an idle one sees its connection close, a busy one sees a pipe that only
+  Snakemake holds close (a watchdog thread), and when Snakemake exits the pool is shut down (the server
+  waits for its workers, Snakemake for the server). Ctrl-C, or SIGTERM sent to the process group, stops
+  the workers at once; a SIGTERM to Snakemake alone is its graceful stop (running jobs finish first).
+
+Switch: ``RADRANK_WORKERS=0`` runs every job in Snakemake's process, as before; ``RADRANK_WORKERS=N`` caps
+the pool at N workers (unset: one per job running at once). A Snakemake that runs one job per process
+needs no pool and runs it there: a cluster's job step (``--mode remote``: the SLURM executor's) and
+Snakemake's subprocess mode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+
+from radrank import jobs
+from radrank.errors import ConfigError
+
+ENV = "RADRANK_WORKERS"
+
+# Imported once by the fork server, so that no worker imports them again: the libraries and the modules the
+# in-process jobs import when they run (radrank.jobs imports them lazily, to keep Snakemake's start fast), and
+# every metric's module (:func:`_preload`). Not matplotlib: only the report job draws.
+PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "scipy.stats", "radrank.jobs", "radrank.io", "radrank.provenance",
+           "radrank.ingest", "radrank.runtime", "radrank.shards", "radrank.metrics.base", "rouge_score.tokenize",
+           "radrank.stats", "radrank.summaries", "radrank.leaderboard", "radrank.sheets", "radrank.report",
+           "radrank.metaeval.agreement", "radrank.metaeval.items")
+
+_SHUTDOWN_WAIT_S = 30  # how long Snakemake's exit waits for the server and its workers to end
+
+
+# --- the job, as plain data -------------------------------------------------------------------------
+
+
+def files(named) -> jobs.Files:
+    """A rule's ``input`` or ``output`` (Snakemake's named lists of paths, or a dict) as plain data: each name's
+    path, or its list of paths."""
+    out = jobs.Files((name, [str(p) for p in value] if isinstance(value, (list, tuple)) else str(value))
+                     for name, value in named.items())
+    if not isinstance(named, dict):
+        covered = sum(len(v) if isinstance(v, list) else 1 for v in out.values())
+        if covered != len(named):
+            raise RuntimeError(f"{len(named) - covered} of the files {list(map(str, named))} have no name: "
+                               "a job's input and output files are named")
+    return out
+
+
+def run_job(job_type, rule, params, input, output, log_path, config) -> None:
+    """One job, in this process: built from its params and run under :func:`radrank.jobs.run_logged`."""
+    jobs.run_logged(lambda: job_type.from_params(params, config).run(input, output), rule=rule, log_path=log_path)
+
+
+@dataclass(frozen=True)
+class _Task:
+    job_type: type
+    rule: str
+    params: dict
+    input: jobs.Files
+    output: jobs.Files
+    log_path: str | None
+    config: dict
+    cwd: str
+    environ: dict
+    root_level: int
+
+    def run(self) -> None:
+        """In a worker: in the Snakemake process's state, as a thread of it would run it."""
+        if os.getcwd() != self.cwd:
+            os.chdir(self.cwd)
+        if os.environ != self.environ:
+            os.environ.clear()
+            os.environ.update(self.environ)
+        logging.getLogger().setLevel(self.root_level)
+        run_job(self.job_type, self.rule, self.params, self.input, self.output, self.log_path, self.config)
+
+
+# --- the Snakemake side -------------------------------------------------------------------------------
+
+
+class _WorkerDied(Exception):
+    """The worker running a job ended before replying."""
+
+
+@dataclass
+class _Worker:
+    pid: int
+    conn: Connection
+
+    def run(self, task: bytes) -> str | None:
+        """The job's failure line, or None when it succeeded."""
+        try:
+            self.conn.send_bytes(task)
+            return self.conn.recv()
+        except (EOFError, OSError) as e:
+            raise _WorkerDied(self.pid) from e
+
+
+class Pool:
+    """Long-lived worker processes for this process's jobs (see the module docstring).
+
+    ``max_workers``: at most this many (None: one per job running at once); ``preload``: the modules the
+    fork server imports.
+    """
+
+    def __init__(self, max_workers: int | None = None, preload=PRELOAD):
+        self.max_workers = max_workers
+        self.preload = tuple(preload)
+        self._free = threading.Condition()  # guards _idle, _started and _closed; notified when a worker frees
+        self._idle: list[_Worker] = []
+        self._started = 0  # workers alive or being started
+        self._closed = False
+        self._server_lock = threading.Lock()  # one request to the server at a time
+        self._server = None
+        self._control = None
+        self._alive = None  # (read, write): the write end is this process's alone (see _exit_with_snakemake)
+
+    def run(self, job_type, rule, params, input, output, log_path, config) -> None:
+        """Run the job in a worker and wait for it; a failure is raised as :class:`radrank.jobs.JobFailed`."""
+        task = pickle.dumps(_Task(job_type, rule, dict(params), files(input), files(output),
+                                  None if log_path is None else str(log_path), config, os.getcwd(),
+                                  dict(os.environ), logging.getLogger().level), protocol=pickle.HIGHEST_PROTOCOL)
+        worker = self._checkout()
+        try:
+            failure = worker.run(task)
+        except _WorkerDied:
+            self._discard(worker)
+            line = (f"rule {rule} failed: the worker process running it (pid {worker.pid}) "
+                    f"{_how_it_ended(self._exit_code(worker.pid))}")
+            _log_failure(line, log_path)
+            raise jobs.JobFailed(line) from None
+        self._checkin(worker)
+        if failure is not None:
+            raise jobs.JobFailed(failure)
+
+    @property
+    def server_pid(self) -> int | None:
+        """The fork server's pid (None before the first job): the workers are its children."""
+        return None if self._server is None else self._server.pid
+
+    def close(self) -> None:
+        """End the workers and the server (idle workers at once, busy ones when this process's pipe closes)."""
+        with self._free:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._free.notify_all()
+        for worker in idle:
+            worker.conn.close()
+        with self._server_lock:
+            if self._server is not None:
+                self._control.close()
+                try:
+                    self._server.wait(_SHUTDOWN_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    pass  # a worker still busy: it ends when the pipe below closes
+                for fd in self._alive:
+                    os.close(fd)
+                self._server = self._control = self._alive = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _checkout(self) -> _Worker:
+        with self._free:
+            while True:
+                if self._closed:
+                    raise RuntimeError("the worker pool is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self.max_workers is None or self._started < self.max_workers:
+                    self._started += 1
+                    break
+                self._free.wait()
+        try:
+            return self._fork_worker()
+        except BaseException:
+            with self._free:
+                self._started -= 1
+                self._free.notify()
+            raise
+
+    def _checkin(self, worker: _Worker) -> None:
+        with self._free:
+            if self._closed:
+                worker.conn.close()
+            else:
+                self._idle.append(worker)
+            self._free.notify()
+
+    def _discard(self, worker: _Worker) -> None:
+        worker.conn.close()
+        with self._free:
+            self._started -= 1
+            self._free.notify()
+
+    def _fork_worker(self) -> _Worker:
+        ours, theirs = socket.socketpair()
+        try:
+            with self._server_lock:
+                for _ in range(2):  # a server that has died is started again, once
+                    if self._server is None or self._server.poll() is not None:
+                        self._start_server()
+                    try:
+                        socket.send_fds(self._control, [b"fork"], [theirs.fileno()])
+                        reply = self._control.recv(64)
+                    except OSError:
+                        reply = b""
+                    if reply:
+                        break
+                    self._server.kill()
+                    self._server.wait()
+                else:
+                    raise RuntimeError("the worker server could not start a worker (its error, if any, is on "
+                                       "stderr)")
+        finally:
+            theirs.close()
+        return _Worker(int(reply), Connection(ours.detach()))
+
+    def _start_server(self) -> None:
+        """(With the server lock.) The pipe outlives a server that died: its busy workers carry on."""
+        if self._control is not None:
+            self._control.close()
+        if self._alive is None:
+            self._alive = os.pipe()
+        control, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        code = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from radrank import workers; "
+                "workers._serve(*map(int, sys.argv[2:4]), sys.argv[4:])")
+        alive_r = self._alive[0]
+        try:
+            # numpy's BLAS starts its threads when imported (in the server): one per worker, as a job has one
+            # core, not one per core in every worker spinning beside the others
+            blas = {v: os.environ.get(v, "1") for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+            self._server = subprocess.Popen(
+                [sys.executable, "-c", code, json.dumps(sys.path), str(server_end.fileno()), str(alive_r),
+                 *self.preload], pass_fds=(server_end.fileno(), alive_r), stdin=subprocess.DEVNULL,
+                env={**os.environ, **blas})
+        finally:
+            server_end.close()
+        self._control = control
+
+    def _exit_code(self, pid: int) -> int | None:
+        """A dead worker's exit code (negative: the signal), as its parent (the server) saw it; None if unknown."""
+        with self._server_lock:
+            if self._server is None:
+                return None
+            try:
+                self._control.send(f"status {pid}".encode())
+                reply = self._control.recv(64)
+            except OSError:
+                return None
+        return int(reply) if reply and reply != b"?" else None
+
+
+def _how_it_ended(code: int | None) -> str:
+    if code is None:
+        return "ended before finishing it"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        cause = {signal.SIGKILL: " (out of memory?)", signal.SIGSEGV: " (a crash)", signal.SIGINT: " (Ctrl-C)"}
+        return f"was killed by {name}{cause.get(-code, '')}"
+    return f"exited with status {code} before finishing it"
+
+
+def _log_failure(line: str, log_path) -> None:
+    """The job's log ends with its failure line, as :func:`radrank.jobs.run_logged` ends it."""
+    record = logging.LogRecord(jobs.log.name, logging.ERROR, __file__, 0, line, None, None)
+    handlers = [logging.StreamHandler(sys.stderr)]
+    if log_path:
+        handlers.append(logging.FileHandler(log_path, mode="a"))
+    for handler in handlers:
+        handler.setFormatter(logging.Formatter(jobs.FORMAT))
+        handler.handle(record)
+        handler.close()
+
+
+_POOL: Pool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _max_workers() -> int | None:
+    value = os.environ.get(ENV, "").strip()
+    if value in ("", "auto"):
+        return None
+    if not value.isdigit():
+        raise ConfigError(f"{ENV}={value!r}: a number of worker processes (0: run the jobs in Snakemake's "
+                          "process; unset: one worker per job running at once)")
+    return int(value)
+
+
+def pool_for(workflow) -> Pool | None:
+    """The pool this process's in-process jobs run in; None: run them in this process (``RADRANK_WORKERS=0``,
+    or ``workflow``, the Snakemake workflow running the job, runs one job per process)."""
+    global _POOL
+    max_workers = _max_workers()
+    if max_workers == 0 or getattr(workflow, "remote_exec", False) or getattr(workflow, "subprocess_exec", False):
+        return None
+    with _POOL_LOCK:
+        if _POOL is None:
+            import atexit
+
+            _POOL = Pool(max_workers)
+            atexit.register(_POOL.close)  # after Snakemake's job threads have ended: every worker idle
+        return _POOL
+
+
+def run_in_process(job_type, rule, params, input, output, log, config, workflow) -> None:
+    """A core-family ``run:`` rule's body: its job (a :class:`radrank.jobs.Job` type, built from ``params.job``)
+    in a worker of this Snakemake run's pool, or in this process itself where Snakemake runs one job per process
+    (a cluster's job step) and with ``RADRANK_WORKERS=0``."""
+    run(job_type, rule, params.job, input, output, log[0] if log else None, config, workflow=workflow)
+
+
+def run(job_type, rule, params, input, output, log_path, config, *, workflow=None) -> None:
+    """A job in a worker of this process's pool, or here (see :func:`run_in_process`)."""
+    pool = pool_for(workflow)
+    if pool is None:
+        run_job(job_type, rule, params, input, output, log_path, config)
+    else:
+        pool.run(job_type, rule, params, input, output, log_path, config)
+
+
+# --- the server and the workers (their own processes) ---------------------------------------------------
+
+
+def _serve(control_fd: int, alive_fd: int, preload) -> None:
+    """The fork server: imports ``preload``, then forks a worker for each request until Snakemake closes the
+    control socket; then waits for its workers. Also answers how a worker ended (it is their parent)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the workers stop; this ends with Snakemake
+    for fd in (control_fd, alive_fd):
+        os.set_inheritable(fd, False)  # passed to this process; not to what a job starts
+    _preload(preload)
+    control = socket.socket(fileno=control_fd)
+    children = set()
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 64, 1)
+        except OSError:
+            break
+        if not message:
+            break
+        if message == b"fork":
+            os.set_inheritable(fds[0], False)
+            pid = os.fork()
+            if pid == 0:
+                control.close()
+                _work(fds[0], alive_fd)  # never returns
+            os.close(fds[0])
+            children.add(pid)
+            reply = str(pid)
+        else:  # b"status <pid>"
+            pid = int(message.split()[1])
+            code = _reap(pid) if pid in children else None
+            children.discard(pid)
+            reply = "?" if code is None else str(code)
+        control.send(reply.encode())
+    for pid in children:
+        _reap(pid, timeout=None)
+
+
+def _preload(names) -> None:
+    """Import ``names`` and every metric's module, then freeze what they made: the workers' garbage collector
+    never walks (nor copies, touching them) these objects."""
+    import gc
+    import importlib
+
+    from radrank import metrics
+
+    modules = [*names, *(metrics.REGISTRY.location(name)[0] for name in metrics.names())]
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 (a job that needs it fails with the error, in its log)
+            pass
+    gc.freeze()
+
+
+def _reap(pid: int, timeout: float | None = 5.0) -> int | None:
+    """The exit code of child ``pid`` once it has ended (None: still running after ``timeout`` seconds)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            done, status = os.waitpid(pid, 0 if deadline is None else os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.01)
+
+
+def _work(conn_fd: int, alive_fd: int) -> None:
+    """A worker (forked from the server): runs the jobs it is sent, one at a time, until Snakemake closes the
+    connection or dies."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C stops it at once
+    threading.Thread(target=_exit_with_snakemake, args=(alive_fd,), daemon=True).start()
+    conn = Connection(conn_fd)
+    code = 0
+    try:
+        while True:
+            try:
+                message = conn.recv_bytes()
+            except (EOFError, OSError):
+                break
+            try:
+                pickle.loads(message).run()
+                reply = None
+            except jobs.JobFailed as e:
+                reply = str(e)
+            except BaseException as e:  # noqa: BLE001 (a job that could not be read, or exited: its line)
+                reply = f"the job could not run in a worker: {type(e).__name__}: {e}"
+            conn.send(reply)
+    except BaseException:  # noqa: BLE001 (the connection broke: nothing to tell; the line is on stderr)
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _exit_with_snakemake(alive_fd: int) -> None:
+    """A worker's watchdog: the pipe's write end is Snakemake's alone, so it reads end-of-file when Snakemake
+    has ended, however it ended; the worker ends with it, busy or not."""
+    while os.read(alive_fd, 1):
+        pass
+    os._exit(1)

@@ -1,0 +1,321 @@
+"""The core environment's in-process jobs in worker processes (radrank.workers): each job's log gets its own
+records, a failure is raised with the line it has in Snakemake's process, a worker that dies fails its job
+and the pool goes on, no worker outlives its Snakemake, outputs are byte-identical to the in-process path,
+and RADRANK_WORKERS=0 or a one-job-per-process Snakemake keeps the jobs in the process."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from synthetic import write_workflow_outputs
+
+from radrank import jobs, workers
+from radrank.errors import ConfigError, InputError
+
+log = logging.getLogger("radrank.test")
+
+LIGHT = ("radrank.jobs",)  # a quick server for the tests of the pool's mechanics
+
+
+@dataclass(frozen=True)
+class Probe(jobs.Job):
+    """A job doing what a test needs: ``action`` is log, input_error, bug, kill, segv or sleep. Its output
+    ``pid`` gets the worker's pid (first, so that a test can find a job that never ends)."""
+
+    action: str
+    name: str = ""
+    lines: int = 0
+    together: int = 1  # log: start logging once this many jobs have (their marker files in input.rendezvous)
+
+    def run(self, input, output):
+        Path(output.pid).write_text(str(os.getpid()))
+        if self.action == "log" and self.together > 1:
+            Path(input.rendezvous, self.name).touch()
+            deadline = time.monotonic() + 60
+            while len(os.listdir(input.rendezvous)) < self.together:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the other jobs never ran at the same time")
+                time.sleep(0.01)
+        if self.action == "log":
+            for i in range(self.lines):
+                log.info("%s line %d", self.name, i)
+        elif self.action == "input_error":
+            raise InputError("subs/m1.json", "row 3: field 'report' is empty")
+        elif self.action == "bug":
+            raise ValueError("unexpected")
+        elif self.action in ("kill", "segv"):
+            os.kill(os.getpid(), signal.SIGKILL if self.action == "kill" else signal.SIGSEGV)
+        elif self.action == "sleep":
+            time.sleep(600)
+
+
+def probe(pool, tmp_path, action, rule="probe", **fields):
+    """Run a Probe job in ``pool`` (None: in this process); its log path and pid file."""
+    name = fields.get("name") or action
+    log_path, pid = tmp_path / f"{name}.log", tmp_path / f"{name}.pid"
+    files = (jobs.Files(rendezvous=str(tmp_path / "rendezvous")), jobs.Files(pid=str(pid)))
+    params = Probe(action=action, **fields).params()
+    if pool is None:
+        workers.run_job(Probe, rule, params, *files, str(log_path), {})
+    else:
+        pool.run(Probe, rule, params, *files, str(log_path), {})
+    return log_path, pid
+
+
+def failure(pool, tmp_path, action, **kwargs) -> str:
+    with pytest.raises(jobs.JobFailed) as failed:
+        probe(pool, tmp_path, action, **kwargs)
+    return str(failed.value)
+
+
+def gone(pid: int) -> bool:
+    """The process has ended (a zombie has too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def wait_for(condition, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with workers.Pool(preload=LIGHT) as p:
+        yield p
+
+
+def test_concurrent_jobs_log_to_their_own_files(tmp_path):
+    """Eight jobs from eight threads on three workers: three run at once (they wait for each other), the
+    others reuse the workers; each log file holds its job's records only, as in Snakemake's process."""
+    (tmp_path / "rendezvous").mkdir()
+    lines = {f"j{k}": 20 + 30 * k for k in range(8)}
+    errors = []
+
+    def job(pool, name):
+        try:
+            probe(pool, tmp_path, "log", name=name, lines=lines[name], together=3)
+        except BaseException as e:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(e)
+
+    with workers.Pool(max_workers=3, preload=LIGHT) as pool:
+        threads = [threading.Thread(target=job, args=(pool, name)) for name in lines]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    pids = {name: int((tmp_path / f"{name}.pid").read_text()) for name in lines}
+    assert len(set(pids.values())) == 3 and os.getpid() not in pids.values()
+    for name, n in lines.items():
+        text = (tmp_path / f"{name}.log").read_text()
+        assert text.count(f"INFO radrank.test: {name} line") == n
+        assert text.count(" line ") == n  # no other job's line
+    in_process = tmp_path / "here"
+    in_process.mkdir()
+    probe(None, in_process, "log", name="j3", lines=lines["j3"])
+    assert (in_process / "j3.log").read_text() == (tmp_path / "j3.log").read_text()
+
+
+def test_failure_is_raised_with_the_line_it_has_in_process(pool, tmp_path):
+    here, there = tmp_path / "here", tmp_path / "there"
+    for d in (here, there):
+        d.mkdir()
+    for action, rule in (("input_error", "ingest"), ("bug", "bootstrap")):
+        line = failure(pool, there, action, rule=rule)
+        assert line == failure(None, here, action, rule=rule).replace(str(here), str(there))
+        text = (there / f"{action}.log").read_text()
+        if action == "input_error":
+            assert "subs/m1.json" in line and "row 3" in line and "\n" not in line
+            assert text == f"ERROR radrank: {line}\n"
+        else:
+            assert line == f"rule bootstrap failed: ValueError: unexpected (traceback in {there / 'bug.log'})"
+            assert "rule bootstrap failed" in text and "Traceback" in text and "ValueError: unexpected" in text
+
+
+def test_a_killed_or_crashed_worker_fails_its_job_and_the_pool_goes_on(tmp_path):
+    with workers.Pool(max_workers=1, preload=LIGHT) as pool:
+        _, pid = probe(pool, tmp_path, "log", name="before")
+        seen = {int(pid.read_text())}
+        for action, signame, cause in (("kill", "SIGKILL", "out of memory?"), ("segv", "SIGSEGV", "a crash")):
+            line = failure(pool, tmp_path, action, rule="score")
+            dead = int((tmp_path / f"{action}.pid").read_text())
+            assert line == f"rule score failed: the worker process running it (pid {dead}) was killed by " \
+                           f"{signame} ({cause})"
+            assert (tmp_path / f"{action}.log").read_text().endswith(f"ERROR radrank: {line}\n")
+            assert gone(dead)
+            seen.add(dead)
+            _, pid = probe(pool, tmp_path, "log", name=f"after_{action}")  # at most one worker: a new one
+            seen.add(int(pid.read_text()))
+        assert len(seen) == 3  # the first worker served the kill job; each death, one new worker
+
+
+def test_ctrl_c_stops_a_busy_worker_and_spares_the_server(tmp_path):
+    """Ctrl-C signals the whole process group: the workers stop at once (the job fails, naming it); the
+    server ignores it and forks the next job's worker."""
+    with workers.Pool(preload=LIGHT) as pool:
+        failed = []
+        thread = threading.Thread(target=lambda: failed.append(failure(pool, tmp_path, "sleep")))
+        thread.start()
+        pid_file = tmp_path / "sleep.pid"
+        assert wait_for(lambda: pid_file.exists() and pid_file.read_text())
+        busy = int(pid_file.read_text())
+        os.kill(pool.server_pid, signal.SIGINT)
+        os.kill(busy, signal.SIGINT)
+        thread.join(20)
+        assert failed == [f"rule probe failed: the worker process running it (pid {busy}) was killed by SIGINT "
+                          "(Ctrl-C)"]
+        _, pid = probe(pool, tmp_path, "log", name="next")
+        assert int(pid.read_text()) not in (busy, os.getpid())
+
+
+PARENT = """
+import sys, threading
+sys.path[:0] = {paths!r}
+from radrank import jobs, workers
+from test_workers import Probe
+
+pool = workers.pool_for(None)  # this process's pool, as Snakemake's jobs get it
+pool.run(Probe, "probe", Probe(action="log").params(), jobs.Files(), jobs.Files(pid={idle_pid!r}), None, {{}})
+if {busy}:
+    threading.Thread(target=pool.run, args=(Probe, "probe", Probe(action="sleep").params(), jobs.Files(),
+                     jobs.Files(pid={busy_pid!r}), None, {{}}), daemon=True).start()
+print(pool.server_pid, flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.mark.parametrize("how", ["killed", "exits"])
+def test_no_worker_outlives_its_parent(tmp_path, how):
+    """A parent standing in for Snakemake: killed with SIGKILL while one worker is idle and one busy, or exiting
+    normally (after its job threads, so with idle workers: the pool's shutdown), its server and workers end
+    within seconds."""
+    idle_pid, busy_pid = tmp_path / "idle.pid", tmp_path / "busy.pid"
+    code = PARENT.format(paths=[str(Path(__file__).parent), *sys.path], idle_pid=str(idle_pid), busy=how == "killed",
+                         busy_pid=str(busy_pid))
+    parent = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(parent.stdout.readline()), int(idle_pid.read_text())]
+        if how == "killed":
+            assert wait_for(lambda: busy_pid.exists() and busy_pid.read_text())
+            pids.append(int(busy_pid.read_text()))
+        assert not any(gone(pid) for pid in pids)
+        if how == "killed":
+            parent.kill()
+        else:
+            parent.stdin.write("\n")
+            parent.stdin.flush()
+        assert parent.wait(30) == (-signal.SIGKILL if how == "killed" else 0)
+        assert wait_for(lambda: all(gone(pid) for pid in pids), timeout=10), [p for p in pids if not gone(p)]
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_outputs_are_byte_identical_to_the_in_process_path(tmp_path):
+    """The statistics and the report of a synthetic leaderboard, both ways, in a pool that preloads what
+    Snakemake's pool does."""
+    layout = write_workflow_outputs(tmp_path / "inputs", n_models=4, n_cases=40, splits=("findings",),
+                                    metric_names=("bleu2", "bleu4", "rouge"), n_boot=100)
+    group = layout[0]
+    models = list(group["models"])
+    metric_names = list(next(iter(group["models"].values()))["scores"])
+    bootstrap = jobs.Bootstrap(dataset=group["dataset"], split=group["split"], models=tuple(models),
+                               metrics=tuple(metric_names), n=100, seed=3, level=0.95)
+    bootstrap_input = jobs.Files(scores=[group["models"][m]["scores"][n] for m in models for n in metric_names],
+                                 pairs=[group["models"][m]["pairs"] for m in models],
+                                 drops=[group["models"][m]["drops"] for m in models])
+    report = jobs.Report.of_layout(layout, bootstrap={"n": 100, "seed": 3, "level": 0.95}, empty_hypothesis="score",
+                                   cases=3)
+    report_input = jobs.Files(group0=[group[k] for k in jobs.GROUP_FILES] + [
+        p for m in models for p in [group["models"][m][k] for k in jobs.MODEL_FILES]
+        + [group["models"][m]["scores"][n] for n in metric_names]])
+
+    def outputs(root):
+        stats = root / "stats"
+        return (jobs.Files(replicates=str(stats / "replicates.parquet"), summary=str(stats / "summary.parquet"),
+                           comparisons=str(stats / "comparisons.parquet"),
+                           comparisons_csv=str(stats / "comparisons.csv"), model_files=str(root / "summary")),
+                jobs.Files(html=str(root / "report.html"), markdown=str(root / "report.md"),
+                           figures=str(root / "figures")))
+
+    results = {}
+    with workers.Pool() as pool:
+        for way, run in (("here", workers.run_job), ("worker", pool.run)):
+            root = tmp_path / way
+            (root / "stats").mkdir(parents=True)  # as Snakemake makes its outputs' folders
+            bootstrap_output, report_output = outputs(root)
+            run(jobs.Bootstrap, "bootstrap", bootstrap.params(), bootstrap_input, bootstrap_output,
+                str(root / "bootstrap.log"), {})
+            run(jobs.Report, "report", report.params(), report_input, report_output, str(root / "report.log"), {})
+            results[way] = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    assert len(results["here"]) > 10 and any(name.startswith("figures/") for name in results["here"])
+    assert results["worker"] == results["here"]
+
+
+def test_the_switch_and_one_job_per_process_keep_jobs_in_this_process(tmp_path, monkeypatch):
+    monkeypatch.setenv(workers.ENV, "0")
+    assert workers.pool_for(None) is None
+    workers.run(Probe, "probe", Probe(action="log").params(), jobs.Files(), jobs.Files(pid=str(tmp_path / "pid")),
+                None, {})
+    assert int((tmp_path / "pid").read_text()) == os.getpid()
+    monkeypatch.setenv(workers.ENV, "2")
+    for mode in ("remote_exec", "subprocess_exec"):  # a cluster's job step; Snakemake's subprocess mode
+        assert workers.pool_for(SimpleNamespace(**{mode: True})) is None
+    local = SimpleNamespace(remote_exec=False, subprocess_exec=False)
+    pool = workers.pool_for(local)
+    assert isinstance(pool, workers.Pool) and pool.max_workers == 2 and workers.pool_for(None) is pool
+    monkeypatch.setenv(workers.ENV, "many")
+    with pytest.raises(ConfigError, match="RADRANK_WORKERS='many'"):
+        workers.pool_for(local)
+
+
+def _numbers_masked(text: str) -> str:
+    return re.sub(r"\d+(\.\d+)?", "N", text)  # CPU times differ from run to run
+
+
+@pytest.mark.workflow
+def test_the_example_run_in_workers_equals_the_run_in_process(tmp_path, monkeypatch):
+    """The example workflow, end to end, with the pool and with RADRANK_WORKERS=0: the same result files, byte
+    for byte, and the same records in every job's log; no worker is left once Snakemake has exited."""
+    from _workflow import make_workdir, result_files, snakemake
+
+    runs = {}
+    for way, setting in (("workers", None), ("in_process", "0")):
+        if setting is None:
+            monkeypatch.delenv(workers.ENV, raising=False)
+        else:
+            monkeypatch.setenv(workers.ENV, setting)
+        runs[way] = make_workdir(tmp_path / way)
+        snakemake(runs[way])
+    assert result_files(runs["workers"]) == result_files(runs["in_process"])
+    logs = {way: {str(p.relative_to(work)): _numbers_masked(p.read_text()) for p in (work / "logs").rglob("*.log")}
+            for way, work in runs.items()}
+    assert len(logs["workers"]) > 10 and logs["workers"] == logs["in_process"]
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cwd(pid) == str(runs["workers"])]
+    assert not left
+
+
+def _cwd(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
