@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from radrank import provenance
+from radrank import provenance as _provenance_io
 from radrank.errors import MissingWeightsError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".th", ".ckpt", ".gguf", ".npz", ".h5")
@@ -296,7 +296,7 @@ def file_sha256(path) -> str:
     with _HASH_LOCK:
         if key in _HASHES:
             return _HASHES[key]
-    digest = provenance.file_sha256(path)
+    digest = _provenance_io.file_sha256(path)
     with _HASH_LOCK:
         _HASHES[key] = digest
     return digest
