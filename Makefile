@@ -14,11 +14,12 @@ TEST_FAMILIES := $(sort $(patsubst tests/envs/%/,%,$(dir $(wildcard tests/envs/*
 # The environment proof in tests/test_envs.py runs rexrank (transformers 4) beside crimson (5).
 TEST_ENVS := core $(filter-out core,$(sort rexrank crimson $(TEST_FAMILIES)))
 
-.PHONY: help envs example test lock status sysdeps clean-envs
+.PHONY: help envs example mrscore-demo test lock status sysdeps clean-envs
 
 help:
 	@echo "make envs     build every environment (.venvs/<family>; cached by its pins)"
 	@echo "make example  build core and run the bundled example: snakemake --cores 2, venv route"
+	@echo "make mrscore-demo  train MRScore with tiny random models, then rank the example with it"
 	@echo "make test     build the environments the tests need and run the whole test suite"
 	@echo "make lock     regenerate envs/<family>.yaml from envs/requirements/<family>.in"
 	@echo "make status   which environments are built and up to date"
@@ -28,6 +29,13 @@ envs: sysdeps
 
 example: sysdeps
 	$(ENVS) snakemake --profile profiles/venv --cores 2
+
+# Train MRScore on the example's references with tiny models the workflow builds (config/mrscore-demo.yaml),
+# then score the example's leaderboard with it (config/mrscore-demo-use.yaml).
+mrscore-demo: sysdeps
+	$(ENVS) snakemake mrscore_train --profile profiles/venv --cores 2 \
+	  --configfile config/config.yaml config/mrscore-demo.yaml
+	$(ENVS) snakemake --profile profiles/venv --cores 2 --configfile config/config.yaml config/mrscore-demo-use.yaml
 
 # Every group runs even when an earlier one fails; the target fails if any did.
 test: sysdeps

@@ -20,6 +20,7 @@ include: "rules/stats.smk"
 include: "rules/leaderboard.smk"
 include: "rules/report.smk"
 include: "rules/metaeval.smk"
+include: "rules/mrscore.smk"
 
 
 rule all:

@@ -7,6 +7,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from radrank import jobs, metaeval, metrics, workers
+from radrank.mrscore_train import config as mrscore_config
+from radrank.mrscore_train import stages as mrscore_stages
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, validate_config
 
@@ -45,6 +47,8 @@ METAEVAL = "results/metaeval/{metaeval_set}"
 METAEVAL_PAIRS = PAIRS.format(dataset=f"{metaeval.DATASET_PREFIX}{{metaeval_set}}", split=metaeval.SPLIT,
                               model=metaeval.MODEL)
 METAEVAL_OUTPUTS = ("agreement.csv", "metric_comparisons.csv", "scores.parquet")
+# MRScore training (config mrscore_training): every stage's output under one folder of the run's name
+MRSCORE = mrscore_config.folder(PLAN.mrscore.name) if PLAN.mrscore else None
 
 
 class PerAttempt:
@@ -113,6 +117,13 @@ def generated_shards(w):
     shards = [GENERATED_SHARD.format(**w, shard=f"{i}-of-{PLAN.generation_of(w.dataset, w.model).shards}")
               for i in range(PLAN.generation_of(w.dataset, w.model).shards)]
     return {"pairs": [f"{s}.parquet" for s in shards], "drops": [f"{s}.drops.csv" for s in shards]}
+
+
+def demo_model_files(*names):
+    """The built demo models (their config.json) a training stage loads; none without demo_models."""
+    if not PLAN.mrscore.demo_models:
+        return {}
+    return {m: f"{mrscore_config.demo_dir(PLAN.mrscore.name)}/{m}/config.json" for m in names}
 
 
 def all_targets():

@@ -109,7 +109,8 @@ def test_every_metric_family_and_every_rule_has_both_routes():
         assert all(c == m for c, m in condas), f"{path.name}: {condas}"
         assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
         for call in re.findall(r"run:\n\s*(.*)", text):
-            pattern = r"workers\.run_in_process\(jobs\.\w+, rule, params, input, output, log, config, workflow\)"
+            pattern = (r"workers\.run_in_process\((jobs|mrscore_stages)\.\w+, rule, params, input, output, log, "
+                       r"config, workflow\)")
             assert re.fullmatch(pattern, call), call
 
 

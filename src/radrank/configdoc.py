@@ -53,9 +53,45 @@ def _value(value) -> str:
     return f"`{json.dumps(list(value) if isinstance(value, tuple) else value)}`"
 
 
+def _settings_table(settings_class, lines: list) -> None:
+    from radrank.settings import field_specs
+
+    specs = field_specs(settings_class)
+    if not specs:
+        lines += ["No settings.", ""]
+        return
+    lines += ["| key | allowed | default | changes | what it is |", "|---|---|---|---|---|"]
+    for key, spec in specs.items():
+        default = "set by the top-level `trust_remote_code` list" if key == "trust_remote_code" else \
+            _value(spec.default)
+        lines.append(f"| `{key}` | {_cell(spec.describe())} | {default} | "
+                     f"{'scores' if spec.scores else 'speed'} | {_cell(spec.doc)} |")
+    lines.append("")
+
+
+def mrscore_training_section(lines: list) -> None:
+    from radrank.metrics.mrscore_rubric import RubricSettings
+    from radrank.mrscore_train import config
+    from radrank.mrscore_train.candidates import CandidateSettings
+    from radrank.mrscore_train.trainer import TrainSettings
+
+    lines += ["## MRScore training settings (`mrscore_training.<part>.<key>`)", "",
+              "The typed settings of each part of the `mrscore_training` section (README: \"Training MRScore\"); "
+              "**scores** here means a change reruns that stage. `prompt` takes the `mrscore` metric's "
+              f"{', '.join(f'`{k}`' for k in config.PROMPT_FIELDS)}.", ""]
+    for part, settings_class, what in (
+            ("sources", config.SourceSettings, "how many references"),
+            ("candidates", CandidateSettings, "the writer of tiered candidates"),
+            ("rubric", RubricSettings, "the grader: the `mrscore_rubric` metric's settings"),
+            ("pairs", config.PairSettings, "preference pairs and the split"),
+            ("train", TrainSettings, "the reward model and its training"),
+            ("selection", config.SelectionSettings, "checkpoint selection")):
+        lines += [f"### `{part}` — {what}", ""]
+        _settings_table(settings_class, lines)
+
+
 def metric_settings_section(lines: list) -> None:
     from radrank import metrics
-    from radrank.settings import field_specs
 
     lines += ["## Metric settings (`metric_settings.<metric>.<key>`)", "",
               "Each metric's settings, from its typed `Settings` class (`src/radrank/metrics/`). An unknown key or a "
@@ -64,19 +100,9 @@ def metric_settings_section(lines: list) -> None:
               "re-scores nothing.", ""]
     for name in metrics.names():
         metric = metrics.get(name)
-        specs = field_specs(metric.Settings)
         lines.append(f"### `{name}` — {_cell(metric.description)} (environment `{metric.family}`)")
         lines.append("")
-        if not specs:
-            lines += ["No settings.", ""]
-            continue
-        lines += ["| key | allowed | default | changes | what it is |", "|---|---|---|---|---|"]
-        for key, spec in specs.items():
-            default = "set by the top-level `trust_remote_code` list" if key == "trust_remote_code" else \
-                _value(spec.default)
-            lines.append(f"| `{key}` | {_cell(spec.describe())} | {default} | "
-                         f"{'scores' if spec.scores else 'speed'} | {_cell(spec.doc)} |")
-        lines.append("")
+        _settings_table(metric.Settings, lines)
 
 
 def render() -> str:
@@ -90,6 +116,7 @@ def render() -> str:
              "metric's typed settings.", ""]
     _properties("Top-level keys", schema, lines)
     metric_settings_section(lines)
+    mrscore_training_section(lines)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -480,12 +480,13 @@ def _try_parse(parse, g: Generation):
 
 
 def judge(generator, requests: list, parse: Callable[[str], object], *, cache: ResponseCache | None = None,
-          retry: bool = True, what: str = "judge") -> list[Judgement]:
+          retry: bool = True, what: str = "judge", params: dict | None = None) -> list[Judgement]:
     """Answer and parse every request; each distinct request is answered once (cached across runs).
 
     ``parse(text)`` returns the parsed value or raises :class:`ParseError`. An
     answer that does not parse is asked again once (:meth:`retry_params`);
-    the judgement then carries the second answer, or both reasons.
+    the judgement then carries the second answer, or both reasons. ``params``: the first attempt's
+    generation parameters (default: the generator's greedy ``params(0)``).
     """
     cache = cache or ResponseCache(None)
     start = time.perf_counter()
@@ -494,7 +495,7 @@ def judge(generator, requests: list, parse: Callable[[str], object], *, cache: R
     reqs = [None] * len(distinct)
     for r, i in zip(requests, index):
         reqs[i] = r
-    first_params = generator.params(0)
+    first_params = params or generator.params(0)
     answers, hits = _answers(generator, reqs, [first_params] * len(reqs), cache)
     results: list[Judgement] = []
     failed = []

@@ -671,7 +671,7 @@ def snakemake(args: list[str], envs: str | None = None, variant: str | None = No
     (unless the arguments choose another deployment method)."""
     deployment = ("--sdm", "--software-deployment-method", "--use-conda", "--use-envmodules")
     if not any(a.split("=", 1)[0] in deployment for a in args):
-        args = ["--sdm", "env-modules", *args]
+        args = [*args, "--sdm", "env-modules"]  # last: --sdm takes several values, a target must not follow it
     modules = any(a in ("env-modules", "--use-envmodules") for a in args)
     env = workflow_env() if modules else dict(os.environ)
     if modules:

@@ -155,6 +155,10 @@ class Plan:
         if not self.submissions:
             raise ConfigError(f"nothing to score: sheet {self.config['submissions']} lists no submissions and "
                               "config 'generation' is empty")
+        from radrank.mrscore_train.config import TrainingConfig
+
+        # MRScore training (target mrscore_train), checked with the rest: None without the section.
+        self.mrscore = TrainingConfig.from_config(self.config, datasets={d for d, _ in self.submissions})
 
     @classmethod
     def from_config(cls, config: dict, base_dir: str | Path = ".") -> "Plan":
@@ -346,6 +350,7 @@ class Plan:
         """Every :class:`~radrank.runtime.WeightRef` the run's jobs will resolve: each used metric's
         ``weights(settings)`` and each backbone's, the same calls the jobs make."""
         refs = [ref for name in self.used_metrics() for ref in self.metric(name).weights(self.settings[name])]
+        refs += self.mrscore.weight_refs() if self.mrscore else []
         return refs + [ref for sub in self.generations() for ref in sub.generation.weights()]
 
     def check_weights(self) -> None:
@@ -465,6 +470,52 @@ class Plan:
             empty_hypothesis=self.config["empty_hypothesis"], max_chars=self.config["max_report_chars"],
             shard=parse_shard(shard))
 
+    # --- MRScore training ----------------------------------------------------------------------------
+    def mrscore_sources(self) -> list[str]:
+        """The file of each configured reference source: a path as given, or a dataset's references — its
+        first submission's reference file, else the submission itself (a ReXrank JSON holds its references)."""
+        files = []
+        for i, src in enumerate(self.mrscore.sources):
+            if src.path is not None:
+                if not (self.base_dir / src.path).is_file():
+                    raise ConfigError(f"config mrscore_training.references[{i}]: file {src.path} does not exist")
+                files.append(src.path)
+                continue
+            subs = sorted((s for (d, _), s in self.submissions.items() if d == src.dataset and s.generation is None),
+                          key=lambda s: (s.sheet_row or 0, s.model))
+            if not subs:
+                raise ConfigError(f"config mrscore_training.references[{i}]: dataset {src.dataset!r} has only "
+                                  "generated submissions; name its reference file with {path: ...}")
+            files.append(subs[0].reference_path or subs[0].path)
+        return files
+
+    def mrscore_targets(self) -> list[str]:
+        """What target mrscore_train builds; a ConfigError when the config has no mrscore_training section."""
+        from radrank.mrscore_train.config import folder
+
+        if self.mrscore is None:
+            raise ConfigError("target mrscore_train needs the config section mrscore_training (README: \"Training "
+                              "MRScore\"; make mrscore-demo runs a complete one)")
+        return [f"{folder(self.mrscore.name)}/{f}" for f in ("model/mrscore.json", "model/MODEL_CARD.md",
+                                                             "selection.csv")]
+
+    def mrscore_envs(self) -> list[str]:
+        m = self.mrscore
+        return sorted({m.env_of(p) for p in ("candidates", "rubric", "train")}) if m else []
+
+    def mrscore_job(self, stage: str) -> dict:
+        """The params of a training stage's job (:mod:`radrank.mrscore_train.stages`)."""
+        m = self.mrscore
+        params = {"name": m.name, "identity": m.identity(stage)}
+        if stage in ("references", "demo"):
+            labels = [src.label for src in m.sources]
+            params["labels"] = labels
+            if stage == "references":
+                params["sources_sha256"] = {f: self.digest(f) for f in self.mrscore_sources()}
+        if stage == "train":
+            params["gpus"] = m.gpus_of("train")
+        return params
+
     def metaeval_pairs_job(self, set_name: str) -> jobs.MetaevalPairs:
         source = self.metaeval_sets[set_name]
         lists = tuple(k for k, v in source.files.items() if isinstance(v, list))
@@ -515,7 +566,7 @@ def preflight(files) -> list[str]:
     """What a run of these config files needs before anything is built: the plan is built (every setting
     checked), every model it loads looked for (:meth:`Plan.check_weights`); returns its environment families."""
     plan = Plan.load(read_config(files))
-    return sorted(set(plan.envs()) | set(plan.generation_envs()))
+    return sorted(set(plan.envs()) | set(plan.generation_envs()) | set(plan.mrscore_envs()))
 
 
 def parse_shard(shard: str) -> tuple[int, int]:

@@ -42,6 +42,7 @@ cached per (backbone, adapter, head, exact input).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,9 +90,57 @@ class MRScoreSettings(Settings):
     device: str = speed("auto", DEVICE_DOC)
     cache_dir: str | None = speed(None, "reward cache folder (null: $RADRANK_JUDGE_CACHE or ~/.cache/radrank/judge; "
                                         "off: no cache)")
+    trained: str | None = scored(None, "set by radrank when model names a folder it trained: the folder and the "
+                                       "sha256 of its adapter and head (never set it yourself)")
 
     def check(self, where):
         check_device(self.device, f"{where}.device")
+
+
+TRAINED_FORMAT = "radrank-mrscore-1"
+TRAINED_FILE = "mrscore.json"
+PROMPT_FIELDS = ("prompt_template", "chat_template", "max_report_words", "max_length")
+# What a trained folder fixes: set beside it, they would describe another model.
+FIXED_BY_TRAINED = ("revision", "adapter", "head", "head_file", "trained")
+
+
+def trained_settings(s: MRScoreSettings, given: dict, where: str) -> MRScoreSettings:
+    """``s`` with a radrank-trained folder (``model`` holding mrscore.json, as ``mrscore_train`` writes it)
+    resolved into its base model, adapter, head and prompt settings; ``s`` itself otherwise. A setting the
+    folder fixes, or a prompt setting that differs from the one it was trained with, is refused."""
+    import json
+
+    from radrank.errors import ConfigError
+    from radrank.runtime.weights import file_sha256
+
+    if "trained" in given:
+        raise ConfigError(f"config {where}.trained: radrank sets it; name the trained folder in {where}.model")
+    folder = Path(s.model) if s.model else None
+    if folder is None or not (folder / TRAINED_FILE).is_file():
+        return s
+    try:
+        meta = json.loads((folder / TRAINED_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"config {where}.model: {folder / TRAINED_FILE} is unreadable ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != TRAINED_FORMAT:
+        raise ConfigError(f"config {where}.model: {folder / TRAINED_FILE} is not a {TRAINED_FORMAT} file")
+    for key in FIXED_BY_TRAINED:
+        if key in given:
+            raise ConfigError(f"config {where}.{key}: {folder} is a model radrank trained, which names its own base "
+                              "model, adapter and head; remove the setting")
+    prompt = {k: meta["prompt"][k] for k in PROMPT_FIELDS}
+    for key, value in prompt.items():
+        if key in given and given[key] != value:
+            raise ConfigError(f"config {where}.{key}: {folder} was trained with {key} = {value!r}; scoring with "
+                              "another would not be this model (remove the setting)")
+    adapter, head = folder / meta["adapter"], folder / meta["head"]
+    files = [adapter / "adapter_config.json", adapter / "adapter_model.safetensors", head]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise ConfigError(f"config {where}.model: the trained folder {folder} is incomplete: {', '.join(missing)}")
+    digest = hashlib.sha256("".join(file_sha256(f) for f in files).encode()).hexdigest()
+    return s.replace(where=where, model=meta["base_model"], revision=meta.get("base_revision"), adapter=str(adapter),
+                     head=str(head), trained=f"{folder}@{digest}", **prompt)
 
 
 NOT_PUBLIC = ("MRScore's trained reward model is not public: set config metric_settings.mrscore.model (the "
@@ -261,6 +310,13 @@ class MRScore(Metric):
     packages = ("torch", "transformers", "tokenizers", "peft", "huggingface-hub", "safetensors")
     status = "needs-weights"
     default_resources = Resources(mem_mb=32000, runtime_min=120, threads=4, gpu=1)
+
+    def settings(self, values=None, *, allow_remote_code=(), where=None):
+        """The typed settings; ``model`` naming a folder radrank trained (``mrscore_train``) fills the backbone,
+        adapter, head and prompt from it."""
+        where = where or f"metric_settings.{self.name}"
+        s = super().settings(values, allow_remote_code=allow_remote_code, where=where)
+        return trained_settings(s, dict(values or {}), where)
 
     def weights(self, s):
         """Backbone, adapter (when set) and head; an unset backbone or head is refused at load, saying what to

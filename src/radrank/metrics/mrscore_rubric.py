@@ -39,15 +39,21 @@ flags, 1 = error), ``mrscore_rubric_analysis`` (the raw answer),
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from typing import Literal
 
 from radrank import engine
 from radrank.metrics.base import Resources, count_leaf, mean_leaf
+from radrank.runtime import WeightRef
 from radrank.settings import scored, speed
 
+log = logging.getLogger("radrank")
+
 PROMPT_VERSION = "radrank-mrscore-rubric-1"
+CONSTRAINED_VERSION = 1
+CONSTRAINED_EXPLANATION = "constrained verdict: each flag is the judge's more likely answer, 0 or 1"
 
 # (key, weight, title, what counts as an error) — the paper's criteria and weights; radrank's wording.
 CRITERIA = (
@@ -79,7 +85,10 @@ COLUMNS = ("mrscore_rubric", *FLAG_COLUMNS, "mrscore_rubric_analysis", "mrscore_
 
 
 @dataclass(frozen=True)
-class RubricSettings(engine.JudgeSettings):
+class BackendSettings(engine.JudgeSettings):
+    """A judge that runs on an endpoint or a local model: the rubric judge, and the writer of MRScore's training
+    candidates (:mod:`radrank.mrscore_train.candidates`)."""
+
     backend: Literal["openai", "local", "vllm"] = scored(
         "openai", "openai: an OpenAI-compatible chat-completions endpoint; local: radrank's transformers engine; "
                   "vllm: vLLM's offline engine (environment vllm)")
@@ -92,11 +101,25 @@ class RubricSettings(engine.JudgeSettings):
     api_timeout: float = speed(120.0, "openai: seconds to wait for one answer", minimum=1)
     api_max_retries: int = speed(3, "openai: retries of a request that failed (HTTP 429 / 5xx, connection errors), "
                                     "with backoff", minimum=0)
+
+
+@dataclass(frozen=True)
+class RubricSettings(BackendSettings):
     max_report_words: int | None = scored(300, "each report is cut to its first words (null: whole reports)",
                                           minimum=1)
     max_total_tokens: int | None = scored(4096, "local, vllm: prompt + answer tokens at most (longer prompts are "
                                                 "cut from the right)", minimum=2)
     batch_size: int = speed(64, "local: rows per generate call (halved on out-of-memory)", minimum=1)
+    verdict: Literal["generate", "constrained"] = scored(
+        "generate", "generate: the judge writes its JSON answer and explanation; constrained (local backend): "
+                    "each 0/1 flag is the judge's likelihood choice inside the fixed JSON answer (always parses, "
+                    "no explanation)")
+
+    def check(self, where):
+        super().check(where)
+        if self.verdict == "constrained" and self.backend != "local":
+            raise self.fail(where, "verdict", f"constrained verdicts need the local backend (the model's "
+                                              f"likelihoods), not {self.backend!r}")
 
 
 # --- prompt -----------------------------------------------------------------------------------------------------
@@ -181,6 +204,17 @@ def parse(text: str) -> dict:
     raise engine.ParseError("JSON answer unusable: " + problems[0])
 
 
+def explanation_of(text: str) -> str:
+    """The judge's explanation: the ``explanation`` of the answer's last JSON object holding every criterion
+    ("" when it has none)."""
+    for obj in reversed(list(_objects(text or ""))):
+        lowered = {str(k).strip().lower(): v for k, v in obj.items()}
+        if all(k in lowered for k in KEYS):
+            value = lowered.get("explanation")
+            return value.strip() if isinstance(value, str) else ""
+    return ""
+
+
 def values_of(v: dict) -> dict:
     """The score columns of a parsed answer (:func:`parse`)."""
     return {"mrscore_rubric": v["score"], **{f"mrscore_rubric_{k}": v["flags"][k] for k in KEYS}}
@@ -194,12 +228,12 @@ def rubric_score(flags: dict) -> float:
 # --- backends ---------------------------------------------------------------------------------------------------
 
 
-def openai_generator(s: RubricSettings) -> engine.OpenAIGenerator:
+def openai_generator(s: BackendSettings, what: str | None = None) -> engine.OpenAIGenerator:
     """The endpoint of ``s`` (the key from the environment variable it names)."""
     return engine.OpenAIGenerator(
         model=s.model, api_base=s.api_base, api_key_env=s.api_key_env, max_new_tokens=s.max_new_tokens,
         concurrency=s.api_concurrency, timeout=s.api_timeout, max_retries=s.api_max_retries,
-        retry_temperature=s.retry_temperature, seed=s.seed, metric=METRIC.name)
+        retry_temperature=s.retry_temperature, seed=s.seed, metric=what or METRIC.name)
 
 
 def local_renderer(generator):
@@ -216,6 +250,100 @@ def local_renderer(generator):
 
 def _chat_request(prompt: str) -> list[dict]:
     return [{"role": "user", "content": prompt}]
+
+
+def make_generator(s: BackendSettings, runtime, ref: WeightRef | None, supplied=None, what: str | None = None):
+    """(generator, provenance, prompt -> request) for the backend of ``s`` — the endpoint, or the local model of
+    ``ref`` on radrank's engine or vLLM — or for the generator ``supplied`` (tests). The rubric judge and the
+    writer of MRScore's training candidates (:mod:`radrank.mrscore_train.candidates`) share it."""
+    if supplied is not None:
+        to_request = local_renderer(supplied) if getattr(supplied, "tokenizer", None) is not None else _chat_request
+        return supplied, {"backend": getattr(supplied, "kind", "custom")}, to_request
+    if s.backend == "openai":
+        gen = openai_generator(s, what)
+        return gen, {"backend": "openai", "model": gen.model, "api_base": gen.api_base,
+                     "api_key_env": s.api_key_env}, _chat_request
+    loaded = engine.load_generator(ref, s, runtime, cuda_dtype="bf16", add_special_tokens=False)
+    return loaded.generator, {"backend": s.backend, **loaded.provenance}, local_renderer(loaded.generator)
+
+
+# --- constrained verdicts -----------------------------------------------------------------------------------
+
+
+def constrained_answer(flags: dict) -> str:
+    """The answer text of a constrained verdict: the JSON object the free-form prompt asks for."""
+    return json.dumps({k: int(flags[k]) for k in KEYS} | {"explanation": CONSTRAINED_EXPLANATION})
+
+
+def constrained_verdicts(generator, requests: list[str], cache=None, what: str = "mrscore_rubric") -> list:
+    """Judgements whose answer is the rubric's JSON object with each flag chosen by the judge model itself:
+    after the prompt, the answer is written key by key and at each flag the model's log-likelihood of ``1``
+    is compared with that of ``0`` (greedy decoding over the only answers the format allows). Every answer
+    parses, whatever the model; there is no free-text explanation. ``generator``: a local generator (its
+    model and tokenizer); ``requests``: the rendered prompts. Cached like free answers (key: the model
+    identity, the prompt and ``{"verdict": "constrained"}``)."""
+    import torch
+
+    from radrank.judge_cache import ResponseCache, make_key
+
+    cache = cache or ResponseCache(None)
+    tok, model = generator.tokenizer, generator.model
+    params = {"verdict": "constrained", "version": CONSTRAINED_VERSION}
+    distinct = list(dict.fromkeys(requests))
+    keys = {r: make_key(generator.identity, r, params, backend=getattr(generator, "backend", "hf")) for r in distinct}
+    answers: dict = {}
+    for r, k in keys.items():
+        entry = cache.get(k)
+        if entry is not None:
+            answers[r] = entry["text"]
+    hits = set(answers)
+    todo = [r for r in distinct if r not in answers]
+    if todo:
+        prompt_ids = generator.encode(todo)
+        flags = [{} for _ in todo]
+        options = [tok(v, add_special_tokens=False)["input_ids"] for v in ("0", "1")]
+        device = generator.device
+        for n, key in enumerate(KEYS):
+            prefixes = []
+            for f in flags:
+                so_far = ", ".join(f'"{k}": {f[k]}' for k in KEYS[:n])
+                text = "{" + (so_far + ", " if so_far else "") + f'"{key}": '
+                prefixes.append(tok(text, add_special_tokens=False)["input_ids"])
+            rows = [(i, o) for i in range(len(todo)) for o in (0, 1)]
+            seqs = [prompt_ids[i] + prefixes[i] + options[o] for i, o in rows]
+
+            def run(batch_rows, seqs=seqs, rows=rows):
+                batch = [seqs[j] for j in batch_rows]
+                width = max(len(x) for x in batch)
+                ids = torch.full((len(batch), width), generator.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(batch), width), dtype=torch.long)
+                for r, x in enumerate(batch):
+                    ids[r, :len(x)] = torch.tensor(x, dtype=torch.long)
+                    mask[r, :len(x)] = 1
+                with torch.inference_mode():
+                    logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+                logp = torch.log_softmax(logits, dim=-1)
+                out = []
+                for r, j in enumerate(batch_rows):
+                    option = options[rows[j][1]]
+                    start = len(seqs[j]) - len(option)
+                    out.append(float(sum(logp[r, start - 1 + t, option[t]] for t in range(len(option)))))
+                return out
+
+            scores = engine.length_batches_oom([len(x) for x in seqs], generator, run,
+                                               max_batch_tokens=generator.max_batch_tokens, what=what)
+            for i in range(len(todo)):
+                flags[i][key] = int(scores[2 * i + 1] > scores[2 * i])
+        for r, f in zip(todo, flags):
+            answers[r] = constrained_answer(f)
+            cache.put(keys[r], {"text": answers[r], "new_tokens": 0, "finished": True})
+    log.info("%s: %d constrained verdicts (%d distinct prompts, %d from the cache)", what, len(requests),
+             len(distinct), len(distinct) - len(todo))
+    out = []
+    for r in requests:
+        text = answers[r]
+        out.append(engine.Judgement(text=text, value=parse(text), reason=None, attempts=1, from_cache=int(r in hits)))
+    return out
 
 
 class MRScoreRubric(engine.JudgeMetric):
@@ -237,27 +365,18 @@ class MRScoreRubric(engine.JudgeMetric):
             return ()
         return (engine.model_ref(self.owner(), self.key("model"), s),)
 
-    def _generator(self, s, runtime):
-        """(generator, provenance, prompt -> request) for the backend of ``s``, or for the generator ``runtime``
-        supplies (tests)."""
-        supplied = runtime.supply(self.name)
-        if supplied is not None:
-            to_request = local_renderer(supplied) if getattr(supplied, "tokenizer", None) is not None else _chat_request
-            return supplied, {"backend": getattr(supplied, "kind", "custom")}, to_request
-        if s.backend == "openai":
-            gen = openai_generator(s)
-            return gen, {"backend": "openai", "model": gen.model, "api_base": gen.api_base,
-                         "api_key_env": s.api_key_env}, _chat_request
-        loaded = engine.load_generator(self.weights(s)[0], s, runtime, cuda_dtype="bf16", add_special_tokens=False)
-        return loaded.generator, {"backend": s.backend, **loaded.provenance}, local_renderer(loaded.generator)
-
     def score(self, pairs, s, inputs, runtime):
         """Rubric scores per pair."""
-        generator, prov, to_request = self._generator(s, runtime)
+        generator, prov, to_request = make_generator(s, runtime, self.weights(s)[0] if self.weights(s) else None,
+                                                     runtime.supply(self.name))
         prov["prompt"] = PROMPT_VERSION
+        prov["verdict"] = s.verdict
         requests = [to_request(build_prompt(r, h, s.max_report_words))
                     for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
-        judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(s), what=self.name)
+        if s.verdict == "constrained":
+            judgements = constrained_verdicts(generator, requests, engine.cache_for(s), what=self.name)
+        else:
+            judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(s), what=self.name)
         out = engine.judgement_frame(self.name, pairs, judgements, values_of, ("mrscore_rubric", *FLAG_COLUMNS))
         out.attrs["models"] = prov
         return out

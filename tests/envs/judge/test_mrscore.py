@@ -335,3 +335,78 @@ def test_reward_missing_weights_fail_before_loading(pairs, llama_dir, head_file,
         assert why[refused] is not None, (settings, why)
         with pytest.raises(MissingWeightsError, match=message):
             metrics.score("mrscore", pairs, s)
+
+
+# --- rubric: constrained verdicts -------------------------------------------------------------------------------
+
+
+def _flags_by_hand(model_dir, prompt: str) -> dict:
+    """Each flag the choice a full forward pass makes: log P("1") vs log P("0") after the JSON written so far."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from radrank.metrics import mrscore_rubric as mr
+
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    lm = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    rendered = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                       add_generation_prompt=True)
+    ids = tok(rendered, add_special_tokens=False)["input_ids"]
+    flags = {}
+    for key in mr.KEYS:
+        text = "{" + "".join(f'"{k}": {flags[k]}, ' for k in flags) + f'"{key}": '
+        context = ids + tok(text, add_special_tokens=False)["input_ids"]
+        scores = []
+        for option in ("0", "1"):
+            opt = tok(option, add_special_tokens=False)["input_ids"]
+            with torch.no_grad():
+                logp = torch.log_softmax(lm(torch.tensor([context + opt])).logits[0].float(), -1)
+            scores.append(sum(float(logp[len(context) - 1 + t, o]) for t, o in enumerate(opt)))
+        flags[key] = int(scores[1] > scores[0])
+    return flags
+
+
+def test_constrained_verdicts_parse_and_equal_the_models_choice(gemma_dir, pairs, tmp_path):
+    """verdict: constrained — every pair gets a verdict (a random model never writes JSON), each flag is the
+    model's own likelihood choice computed here without the engine, and the verdicts are cached."""
+    from radrank.metrics import mrscore_rubric as mr
+
+    settings = {"backend": "local", "model": str(gemma_dir), "verdict": "constrained", "batch_size": 3,
+                "cache_dir": str(tmp_path)}
+    out = metrics.score("mrscore_rubric", pairs, settings)
+    assert (out["mrscore_rubric_unparsed"] == 0).all() and out["mrscore_rubric"].notna().all()
+    for i in (0, 4):
+        expected = _flags_by_hand(gemma_dir, mr.build_prompt(pairs.loc[i, "reference"], pairs.loc[i, "hypothesis"]))
+        got = {k: int(out.loc[i, f"mrscore_rubric_{k}"]) for k in mr.KEYS}
+        assert got == expected
+        assert out.loc[i, "mrscore_rubric"] == mr.rubric_score(expected)
+    assert mr.explanation_of(out.loc[0, "mrscore_rubric_analysis"]) == mr.CONSTRAINED_EXPLANATION
+    again = metrics.score("mrscore_rubric", pairs, settings)
+    assert again.equals(out)
+    with pytest.raises(Exception, match="constrained verdicts need the local backend"):
+        metrics.get("mrscore_rubric").settings({"verdict": "constrained", "backend": "vllm", "model": "x"})
+
+
+def test_training_candidates_on_a_tiny_local_writer(llama_dir, tmp_path):
+    """The writer of MRScore's training data on the real local engine: greedy for one candidate per tier,
+    seeded sampling for two, every candidate a non-empty report, the same again from the cache."""
+    import pandas as pd
+
+    from radrank.mrscore_train import candidates
+    from radrank.mrscore_train.config import DEFAULT_TIERS, read_tiers
+    from radrank.runtime import Runtime, WeightRef
+
+    refs = pd.DataFrame({"reference_id": ["d:1", "d:2"], "reference": [
+        "Findings: Small left pleural effusion. Impression: Left effusion.",
+        "Findings: The lungs are clear. Impression: No acute process."]})
+    ref = WeightRef("test", "model", str(llama_dir), need="model")
+    s = candidates.CandidateSettings.build({"model": str(llama_dir), "max_new_tokens": 6, "candidates_per_tier": 2,
+                                            "temperature": 1.0, "cache_dir": str(tmp_path)})
+    out, drops = candidates.write_candidates(refs, read_tiers(DEFAULT_TIERS), s, Runtime(), ref=ref)
+    assert len(out) + len(drops) == 2 * 3 * 2
+    assert (out["candidate"].str.strip() != "").all() and set(drops["stage"]) <= {"write"}
+    first = out[out["k"] == 0].set_index("candidate_id")["candidate"]
+    second = out[out["k"] == 1].set_index("candidate_id")["candidate"]
+    assert len(first) and len(second)
+    again, _ = candidates.write_candidates(refs, read_tiers(DEFAULT_TIERS), s, Runtime(), ref=ref)
+    assert again.equals(out)

@@ -1,0 +1,187 @@
+# MRScore training (config `mrscore_training`, target `mrscore_train`; radrank.mrscore_train): references →
+# tiered candidates → rubric grades → preference pairs → LoRA reward model → the checkpoint that agrees best
+# with radiologists, with its model card. Every output is under results/mrscore/<name>/; what a stage drops
+# is listed there with the reason. Each job's params hold its stage's identity only.
+
+
+if PLAN.mrscore is None:
+
+    rule mrscore_train:
+        """Target: train MRScore; without the config section, one line saying so (README: "Training MRScore")."""
+        input:
+            lambda w: PLAN.mrscore_targets(),
+
+
+if PLAN.mrscore is not None:
+    rule mrscore_references:
+        """Reference reports with findings and impression; the unusable ones listed."""
+        input:
+            sources=PLAN.mrscore_sources(),
+        output:
+            references=f"{MRSCORE}/references.parquet",
+            drops=f"{MRSCORE}/references.drops.csv",
+        log:
+            "logs/mrscore/references.log",
+        params:
+            job=PLAN.mrscore_job("references"),
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        run:
+            workers.run_in_process(mrscore_stages.References, rule, params, input, output, log, config, workflow)
+
+    if PLAN.mrscore.demo_models:
+
+        rule mrscore_demo_models:
+            """make mrscore-demo: tiny random writer, judge and base models (nothing downloaded)."""
+            input:
+                sources=PLAN.mrscore_sources(),
+            output:
+                **demo_model_files(*mrscore_config.DEMO_MODELS),
+            log:
+                "logs/mrscore/demo_models.log",
+            params:
+                job=PLAN.mrscore_job("demo"),
+                stage="demo",
+            resources:
+                mem_mb=2000,
+                runtime=10,
+            conda:
+                "../envs/train.yaml"
+            envmodules:
+                "radrank/train",
+            script:
+                "../scripts/mrscore.py"
+
+    rule mrscore_candidates:
+        """An instruction LLM writes candidates per reference and quality tier."""
+        input:
+            references=f"{MRSCORE}/references.parquet",
+            **demo_model_files("writer"),
+        output:
+            candidates=f"{MRSCORE}/candidates.parquet",
+            drops=f"{MRSCORE}/candidates.drops.csv",
+        log:
+            "logs/mrscore/candidates.log",
+        params:
+            job=PLAN.mrscore_job("candidates"),
+            stage="candidates",
+        threads: 4
+        resources:
+            mem_mb=32000,
+            runtime=240,
+            gpu=PLAN.mrscore.gpus_of("candidates"),
+        conda:
+            f"../envs/{PLAN.mrscore.env_of('candidates')}.yaml"
+        envmodules:
+            f"radrank/{PLAN.mrscore.env_of('candidates')}",
+        script:
+            "../scripts/mrscore.py"
+
+    rule mrscore_grade:
+        """The MRScore rubric judge grades every candidate; unparsed and out-of-tier ones are listed."""
+        input:
+            references=f"{MRSCORE}/references.parquet",
+            candidates=f"{MRSCORE}/candidates.parquet",
+            write_drops=f"{MRSCORE}/candidates.drops.csv",
+            **demo_model_files("judge"),
+        output:
+            graded=f"{MRSCORE}/graded.parquet",
+            dropped=f"{MRSCORE}/dropped.csv",
+        log:
+            "logs/mrscore/grade.log",
+        params:
+            job=PLAN.mrscore_job("rubric"),
+            stage="rubric",
+        threads: 4
+        resources:
+            mem_mb=32000,
+            runtime=240,
+            gpu=PLAN.mrscore.gpus_of("rubric"),
+        conda:
+            f"../envs/{PLAN.mrscore.env_of('rubric')}.yaml"
+        envmodules:
+            f"radrank/{PLAN.mrscore.env_of('rubric')}",
+        script:
+            "../scripts/mrscore.py"
+
+    rule mrscore_pairs:
+        """Every within-reference (better, worse) pair with its margin; train / validation split by reference."""
+        input:
+            references=f"{MRSCORE}/references.parquet",
+            graded=f"{MRSCORE}/graded.parquet",
+        output:
+            pairs=f"{MRSCORE}/pairs.parquet",
+        log:
+            "logs/mrscore/pairs.log",
+        params:
+            job=PLAN.mrscore_job("pairs"),
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        run:
+            workers.run_in_process(mrscore_stages.Pairs, rule, params, input, output, log, config, workflow)
+
+    rule mrscore_train_model:
+        """TRL RewardTrainer + PEFT LoRA on the pairs (accelerate launch on the job's GPUs when more than one);
+        a killed run resumes from its last checkpoint."""
+        input:
+            pairs=f"{MRSCORE}/pairs.parquet",
+            **demo_model_files("base"),
+        output:
+            state=f"{MRSCORE}/train/train_state.json",
+        log:
+            "logs/mrscore/train.log",
+        params:
+            job=PLAN.mrscore_job("train"),
+            stage="train",
+        threads: 8
+        resources:
+            mem_mb=64000,
+            runtime=720,
+            gpu=PLAN.mrscore.gpus_of("train"),
+        conda:
+            "../envs/train.yaml"
+        envmodules:
+            "radrank/train",
+        script:
+            "../scripts/mrscore.py"
+
+    rule mrscore_select:
+        """Every checkpoint through the mrscore metric: validation accuracy, agreement with radiologists; the
+        best by Kendall's tau is kept as model/ with its card."""
+        input:
+            state=f"{MRSCORE}/train/train_state.json",
+            pairs=f"{MRSCORE}/pairs.parquet",
+            references=f"{MRSCORE}/references.parquet",
+            reference_drops=f"{MRSCORE}/references.drops.csv",
+            candidates=f"{MRSCORE}/candidates.parquet",
+            graded=f"{MRSCORE}/graded.parquet",
+            dropped=f"{MRSCORE}/dropped.csv",
+            human_data=metaeval.RADPREF_DATA,
+            human_raters=list(metaeval.RADPREF_RATERS),
+        output:
+            selection=f"{MRSCORE}/selection.csv",
+            model=f"{MRSCORE}/model/mrscore.json",
+            card=f"{MRSCORE}/model/MODEL_CARD.md",
+        log:
+            "logs/mrscore/select.log",
+        params:
+            job=PLAN.mrscore_job("select"),
+            stage="select",
+        threads: 4
+        resources:
+            mem_mb=32000,
+            runtime=120,
+            gpu=PLAN.mrscore.gpus_of("select"),
+        conda:
+            "../envs/train.yaml"
+        envmodules:
+            "radrank/train",
+        script:
+            "../scripts/mrscore.py"
+
+    rule mrscore_train:
+        """Target: train MRScore (`snakemake --cores 2 mrscore_train`); the model is results/mrscore/<name>/model."""
+        input:
+            PLAN.mrscore_targets(),
