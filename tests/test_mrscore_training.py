@@ -298,3 +298,25 @@ def test_config_identity_per_stage_and_weight_refs():
     assert demo.weight_refs() == [] and demo.rubric.verdict == "constrained"
     assert demo.train.base_model == "results/mrscore/d/demo-models/base"
     assert not math.isnan(demo.pairs.margin_scale)
+
+
+def test_the_workflow_looks_for_every_training_model_at_load(monkeypatch):
+    """A missing writer, judge or base model stops the workflow when it loads, each named by its key; the
+    target's environments are the judge engines' and train's."""
+    from radrank.errors import MissingWeightsError
+    from radrank.workflow import Plan, read_config
+
+    monkeypatch.delenv("RADRANK_WEIGHTS_CHECK", raising=False)
+    config = read_config(["config/config.yaml"])
+    config["mrscore_training"] = {"references": [{"dataset": "demo_cxr"}],
+                                  "candidates": {"model": "/nowhere/writer"},
+                                  "rubric": {"backend": "vllm", "model": "/nowhere/judge"},
+                                  "train": {"base_model": "/nowhere/base"}}
+    with pytest.raises(MissingWeightsError) as e:
+        Plan.load(config)
+    for key in ("candidates.model", "rubric.model", "train.base_model"):
+        assert f"mrscore_training.{key}" in str(e.value)
+    plan = Plan(config)
+    assert plan.mrscore_envs() == ["judge", "train", "vllm"]
+    assert plan.mrscore_sources() == ["example/demo_cxr/careful.json"]
+    assert plan.mrscore_targets()[0] == "results/mrscore/mrscore/model/mrscore.json"

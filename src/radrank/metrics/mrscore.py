@@ -26,6 +26,12 @@ public, so every part is a setting and a user plugs in their own checkpoint:
   chat template (when it has one). These must match how the checkpoint was
   trained.
 
+A model radrank trained (target ``mrscore_train``, :mod:`radrank.mrscore_train`) is one folder:
+``model: results/mrscore/<name>/model`` is enough — its ``mrscore.json`` names the base model, the
+adapter, the head and the prompt settings it was trained with, which fill those settings (one set beside
+it is refused; ``trained`` records the folder and the sha256 of its adapter and head, so retraining
+re-scores).
+
 To plug in a checkpoint trained elsewhere: save the adapter with
 ``peft_model.save_pretrained(dir)``, the head with
 ``safetensors.torch.save_file({"weight": W, "bias": b}, "reward_head.safetensors")``

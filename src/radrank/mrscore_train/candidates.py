@@ -158,6 +158,10 @@ def grade_candidates(candidates, references, tiers, s, runtime):
                      "explanation": rubric.explanation_of(verdict["mrscore_rubric_analysis"])})
     graded = pd.DataFrame(rows, columns=list(GRADED_COLUMNS))
     graded.attrs["models"] = scored_pairs.attrs.get("models", {})
+    for tier in tiers:  # an empty tier is said, not left to be noticed in the pairs
+        if not (graded["tier"] == tier.name).any():
+            log.warning("mrscore_training: tier %s kept no candidate (%d written; every one is listed in the drop "
+                        "table with why)", tier.name, int((candidates["tier"] == tier.name).sum()))
     counts = pd.Series([d["reason"].split(",")[0] if d["reason"].startswith("graded") else "unparsed"
                         for d in drops], dtype=object).value_counts().to_dict() if drops else {}
     log.info("mrscore_training: %d of %d candidates kept after grading (dropped: %s); mean score per tier %s",

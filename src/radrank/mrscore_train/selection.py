@@ -173,6 +173,11 @@ def model_card(cfg, *, selection, state: dict, counts: dict, models: dict, item_
         f"(× {cfg.candidates.candidates_per_tier} per tier); {counts['dropped_write']} dropped while writing, "
         f"{counts['dropped_grade']} while grading ({counts['dropped_unparsed']} unparsed verdicts, "
         f"{counts['dropped_tier']} outside their tier); {counts['kept']} kept",
+        "",
+        "| tier | written | kept | mean score kept |",
+        "|---|---|---|---|",
+        *(f"| {t} | {n} | {k} | {_fmt(m, 1)} |" for t, n, k, m in counts.get("tiers", ())),
+        "",
         f"* Pairs: {counts['pairs_train']} train, {counts['pairs_validation']} validation (split by reference; "
         f"δ = {cfg.pairs.min_gap:g}, margin = gap / {cfg.pairs.margin_scale:g})",
         "",

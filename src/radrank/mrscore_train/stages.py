@@ -236,14 +236,18 @@ class Select(Stage):
         grade = dropped[dropped["stage"] == "grade"]
         refs = io.read_parquet(input.references)
         ref_prov = io.read_provenance(input.references)
+        written, graded = io.read_parquet(input.candidates), io.read_parquet(input.graded)
+        tiers = [(t.name, int((written["tier"] == t.name).sum()), int((graded["tier"] == t.name).sum()),
+                  float(graded.loc[graded["tier"] == t.name, "score"].mean()) if (graded["tier"] == t.name).any()
+                  else float("nan")) for t in cfg.tiers]
         counts = {
             "references": len(refs), "references_dropped": len(pd.read_csv(input.reference_drops, dtype=str)),
             "references_available": ref_prov.get("available", len(refs)),
-            "written": len(io.read_parquet(input.candidates)),
+            "written": len(written), "tiers": tiers,
             "dropped_write": int((dropped["stage"] == "write").sum()),
             "dropped_grade": len(grade), "dropped_unparsed": int((~grade["reason"].str.startswith("graded")).sum()),
             "dropped_tier": int(grade["reason"].str.startswith("graded").sum()),
-            "kept": len(io.read_parquet(input.graded)), "pairs_train": int((pairs["split"] == "train").sum()),
+            "kept": len(graded), "pairs_train": int((pairs["split"] == "train").sum()),
             "pairs_validation": int((pairs["split"] == "validation").sum())}
         models = {"writer": io.read_provenance(input.candidates).get("models"),
                   "judge": io.read_provenance(input.graded).get("models"), "base": state.get("base_model")}
