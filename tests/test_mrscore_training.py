@@ -146,7 +146,7 @@ def test_candidates_are_written_per_tier_with_seeds_and_empty_ones_listed(tmp_pa
                                                          "candidates": {"candidates_per_tier": 2}}})
 
 
-def test_grades_recompute_the_total_and_drop_unparsed_and_out_of_tier(tmp_path):
+def test_grades_recompute_the_total_and_drop_unparsed_and_out_of_tier(tmp_path, caplog):
     tiers = read_tiers(DEFAULT_TIERS)
     cands = pd.DataFrame([
         {"candidate_id": "d:1|70-100|0", "reference_id": "d:1", "tier": "70-100", "tier_low": 70.0,
@@ -178,6 +178,9 @@ def test_grades_recompute_the_total_and_drop_unparsed_and_out_of_tier(tmp_path):
     reasons = dict(zip(drops["candidate_id"], drops["reason"]))
     assert reasons["d:1|0-40|0"] == "graded 95, outside its tier 0-40"
     assert "no JSON object" in reasons["d:2|40-70|0"] and set(drops["stage"]) == {"grade"}
+    empty = [r.getMessage() for r in caplog.records if "kept no candidate" in r.getMessage()]
+    assert empty == ["mrscore_training: tier 40-70 kept no candidate (1 written; every one is listed in the drop "
+                     "table with why)"]
 
 
 # --- pairs ----------------------------------------------------------------------------------------------------
