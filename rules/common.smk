@@ -10,10 +10,13 @@ from radrank import jobs, metaeval, metrics, workers
 from radrank.mrscore_train import config as mrscore_config
 from radrank.mrscore_train import stages as mrscore_stages
 from radrank.errors import RadrankError
-from radrank.workflow import GENERATED, NAME_PATTERN, Plan, validate_config
+from radrank.workflow import GENERATED, NAME_PATTERN, Plan, check_config_files, validate_config
 
 
 try:
+    # The config files Snakemake loaded (the Snakefile's configfile and any --configfile), read again strictly:
+    # Snakemake's loader keeps the last of two copies of a key without a word.
+    check_config_files(workflow.configfiles)
     # The config checked against its schema (and defaulted), every setting checked and every model looked
     # for, once, before any job starts.
     PLAN = Plan.load(validate_config(config), digest_memo=".snakemake/radrank/digests.json")

@@ -4,6 +4,11 @@ ReXrank writes e.g. ``"Age:82.0.Gender:F.Indication:nanComparison: None."``:
 keys run together, values may be ``nan``/``None``, and the period after a value
 doubles as the separator. Values are matched between known keys, so the order of
 keys does not matter and free text inside the indication is kept whole.
+
+An age that is not a number, or not a finite one from 0 to :data:`MAX_AGE` years (``Age:-5``,
+``Age:inf``, ``Age:1e9``), is missing (NaN), as an unreadable one always was: the context string is
+free text, and an implausible age never becomes a stratum. (A parquet ``age`` column is a field of its
+own: a value outside that range is an error there, :mod:`radrank.ingest.tables`.)
 """
 
 from __future__ import annotations
@@ -22,6 +27,11 @@ _KEY_RE = re.compile(
 )
 
 CONTEXT_COLUMNS = ("age", "sex", "indication", "comparison")
+MAX_AGE = 150  # years; a plausible age is finite and within [0, MAX_AGE]
+
+
+def plausible_age(age: float) -> bool:
+    return math.isfinite(age) and 0 <= age <= MAX_AGE
 
 
 def parse_context(context) -> dict:
@@ -41,9 +51,10 @@ def parse_context(context) -> dict:
             continue
         if key == "age":
             try:
-                out["age"] = float(value)
+                age = float(value)
             except ValueError:
-                out["age"] = math.nan
+                age = math.nan
+            out["age"] = age if plausible_age(age) else math.nan
         else:
             out[key] = value
     return out

@@ -335,6 +335,17 @@ class OpenAIGenerator:
     ``concurrency`` at a time; 429 / 5xx / connection errors are retried
     ``max_retries`` times with backoff, after which the pair's attempt fails
     (the job goes on).
+
+    Credentials in ``api_base`` (``https://user:pw@host/v1?token=…``) are used
+    and never shown: the query goes with every request as written, a user name
+    and password are sent as HTTP Basic authentication (in place of the Bearer
+    key, as the OpenAI client does with such a URL); ``api_base``, ``repr``, the
+    identity (cache key, provenance) and every message carry the URL without them
+    (:func:`radrank.provenance.redact_url`), and they are masked in every log
+    record of the process (:func:`radrank.provenance.protect_url`). Requests go
+    through an opener of the generator's own at HTTP debug level 0, so a process
+    that turned on urllib's or http.client's request printing (which writes the
+    request line and headers to stdout) does not print these.
     """
 
     kind = "openai"
@@ -343,14 +354,39 @@ class OpenAIGenerator:
     def __init__(self, *, model: str, api_base: str, api_key_env: str = "OPENAI_API_KEY",
                  max_new_tokens: int = 512, concurrency: int = 4, timeout: float = 120.0, max_retries: int = 3,
                  backoff: float = 1.0, retry_temperature: float = 0.7, seed: int = 0, metric: str = "judge"):
+        import base64
+        import urllib.request
+        from urllib.parse import unquote, urlsplit, urlunsplit
+
+        from radrank import provenance
+
         if not model:
             raise ConfigError(f"metric {metric!r}: set metric_settings.{metric}.model to the endpoint's model name")
         if not api_base:
             raise ConfigError(f"metric {metric!r}: set metric_settings.{metric}.api_base")
+        provenance.protect_url(api_base)
+        try:
+            parts = urlsplit(api_base)
+        except ValueError as e:
+            raise ConfigError(f"metric {metric!r}: metric_settings.{metric}.api_base is not a URL ({e})") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"metric {metric!r}: metric_settings.{metric}.api_base must be an http(s) URL, not "
+                              f"{provenance.redact_url(api_base)!r}")
         key = api_key(f"metric {metric!r}", f"metric_settings.{metric}.api_key_env", api_key_env)
-        self.__key = key
+        provenance.protect_secret(key)
+        self.__secrets = (key, *provenance.url_secrets(api_base))
+        userinfo, _, host = parts.netloc.rpartition("@")
+        auth = f"Bearer {key}"
+        if userinfo:  # to the Authorization header: urllib cannot send a URL's user name and password
+            user, _, password = userinfo.partition(":")
+            auth = "Basic " + base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode("ascii")
+        self.__auth = auth
+        # the query stays on the request, after the path: {base path}/chat/completions?{query}
+        self.__url = urlunsplit((parts.scheme, host, parts.path.rstrip("/") + "/chat/completions", parts.query, ""))
+        self.__opener = urllib.request.build_opener(urllib.request.HTTPHandler(debuglevel=0),
+                                                    urllib.request.HTTPSHandler(debuglevel=0))
         self.model = model
-        self.api_base = api_base.rstrip("/")
+        self.api_base = provenance.redact_url(api_base.rstrip("/"))  # what is shown
         self.max_new_tokens = int(max_new_tokens)
         self.concurrency = max(1, int(concurrency))
         self.timeout = float(timeout)
@@ -358,14 +394,18 @@ class OpenAIGenerator:
         self.backoff = float(backoff)
         self.retry_temperature = float(retry_temperature)
         self.seed = int(seed)
-        self.identity = {"backend": "openai", "model": model, "api_base": self.api_base}
+        # the answers depend on the endpoint, not on the credentials that reach it
+        self.identity = {"backend": "openai", "model": model,
+                         "api_base": provenance.redact_url(api_base.rstrip("/"), mask=None)}
         self.stats = {"generated": 0, "failed": 0, "seconds": 0.0}
 
     def __repr__(self):
         return f"OpenAIGenerator(model={self.model!r}, api_base={self.api_base!r})"
 
     def _mask(self, text: str) -> str:
-        return str(text).replace(self.__key, "***") if self.__key else str(text)
+        from radrank.provenance import redact_text
+
+        return redact_text(text, *self.__secrets)
 
     def params(self, attempt: int = 0, *, max_new_tokens=None, temperature: float = 0.0) -> dict:
         p = {"attempt": attempt, "max_new_tokens": int(max_new_tokens or self.max_new_tokens),
@@ -387,11 +427,10 @@ class OpenAIGenerator:
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
-            req = urllib.request.Request(f"{self.api_base}/chat/completions", data=body, method="POST",
-                                         headers={"Content-Type": "application/json",
-                                                  "Authorization": f"Bearer {self.__key}"})
+            req = urllib.request.Request(self.__url, data=body, method="POST",
+                                         headers={"Content-Type": "application/json", "Authorization": self.__auth})
             try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                with self.__opener.open(req, timeout=self.timeout) as resp:
                     data = json.loads(resp.read().decode("utf-8"))
                 choice = data["choices"][0]
                 text = (choice.get("message") or {}).get("content") or ""

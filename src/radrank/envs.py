@@ -66,8 +66,10 @@ STAMP = ".radrank-env.json"
 KEY_FORMAT = 1  # bump when the way a venv is built changes
 # Envs that also get this checkout installed (editable, no dependencies: the pins stay exactly the
 # lock): `import radrank` and the `radrank` command work there. Not part of the key: a venv built
-# before, or by another checkout, is only (re)pointed here, never rebuilt.
+# before is only pointed here, never rebuilt; one another checkout still uses is not re-pointed
+# without RADRANK_ENVS_REPOINT=1 (install_project).
 PROJECT_ENVS = ("core",)
+REPOINT_VAR = "RADRANK_ENVS_REPOINT"  # =1: re-point a project venv that another checkout uses (install_project)
 PREFLIGHT_REFUSED = 3  # exit status of the preflight when the config or a model it needs is refused
 APT_LOCK_TIMEOUT_S = 600  # sysdeps waits this long for another apt/dpkg process to finish
 PIN_RE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9._,-]*\])?==([A-Za-z0-9._+!-]+)$")
@@ -515,26 +517,57 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
     return {"family": family, "status": "built", "key": key, "seconds": seconds, "python": version}
 
 
+def installed_checkout(family: str) -> Path | None:
+    """The checkout installed (editable) into the venv of ``family``, or None."""
+    from urllib.parse import unquote, urlsplit
+
+    for direct_url in env_path(family).glob("lib/python*/site-packages/radrank-*.dist-info/direct_url.json"):
+        try:
+            url = json.loads(direct_url.read_text()).get("url", "")
+        except (OSError, ValueError, AttributeError):
+            continue
+        parts = urlsplit(url)
+        if parts.scheme == "file" and parts.path:
+            return Path(unquote(parts.path))
+    return None
+
+
 def project_installed(family: str) -> bool:
     """True when ``family`` needs no project install, or has this checkout installed (editable)."""
     if family not in PROJECT_ENVS or not (REPO / "pyproject.toml").is_file():
         return True
-    for direct_url in env_path(family).glob("lib/python*/site-packages/radrank-*.dist-info/direct_url.json"):
-        try:
-            url = json.loads(direct_url.read_text()).get("url", "")
-        except (OSError, ValueError):
-            continue
-        if url.rstrip("/") == REPO.as_uri():
-            return True
-    return False
+    installed = installed_checkout(family)
+    return installed is not None and Path(os.path.normpath(installed)) == REPO
 
 
 def install_project(family: str) -> None:
     """Install this checkout into the venv of ``family`` (editable, --no-deps) when it should have it
-    and does not: the pins come from the env file alone, the project adds no package."""
+    and does not: the pins come from the env file alone, the project adds no package.
+
+    A venv runs one checkout: its ``radrank`` command and ``import radrank`` load that checkout's
+    ``src/``. A venv that another checkout still uses — ``RADRANK_ENVS_DIR`` shared by two clones —
+    is not re-pointed here: that would make the other clone's ``radrank`` run this clone's code
+    without a word. The build stops with an :class:`EnvError` saying so, unless
+    ``RADRANK_ENVS_REPOINT=1`` asks for it (then it is said in the log). A venv inside this checkout
+    (a copy of another checkout's ``.venvs``) or one whose checkout no longer exists is re-pointed,
+    with a log line."""
     if project_installed(family):
         return
-    python = env_path(family) / "bin" / "python"
+    venv = env_path(family)
+    other = installed_checkout(family)
+    if other is not None:
+        ours = REPO.resolve() in venv.resolve().parents  # this checkout's own (copied) .venvs
+        alive = (other / "pyproject.toml").is_file() and (other / "src" / "radrank").is_dir()
+        if alive and not ours and os.environ.get(REPOINT_VAR) != "1":
+            raise EnvError(
+                f"the {family} venv {venv} runs the checkout {other} (its `radrank` command and `import radrank` "
+                f"load {other / 'src'}); this checkout is {REPO}. Re-pointing it would make {other}'s `radrank` "
+                f"run this checkout's code. Use one envs dir per checkout (unset RADRANK_ENVS_DIR: the default is "
+                f"{REPO / '.venvs'}), or set {REPOINT_VAR}=1 to re-point it here anyway")
+        why = ("it is this checkout's own" if ours else f"{REPOINT_VAR}=1" if alive else "that checkout is gone")
+        log(f"{family}: re-pointing {venv} from the checkout {other} to {REPO} ({why}); "
+            f"`radrank` in this venv now runs {REPO / 'src'}")
+    python = venv / "bin" / "python"
     run([find_uv(), "pip", "install", "--quiet", "--python", str(python), "--no-deps", "--editable", str(REPO)])
 
 

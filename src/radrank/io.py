@@ -4,12 +4,25 @@ Every write goes to a temporary file in the target folder and is renamed into
 place only when complete, so an interrupted job never leaves a file that looks
 finished. The file gets the mode any other tool would give it (0666 less the
 umask), not the 0600 of a temporary file.
+
+CSV files are opened in spreadsheets, and their texts (display names, institutions,
+case ids, drop details) come from the people being ranked. :func:`write_csv` writes
+every text cell that a spreadsheet would take for a formula — one starting with
+``=``, ``+``, ``-``, ``@``, a tab or a carriage return (OWASP's CSV injection list)
+— with a leading apostrophe, so it shows as text and never runs (``=HYPERLINK(…)``
+→ ``'=HYPERLINK(…)``). Numbers stay numbers: numeric columns are written as they
+are, and a text cell that is a plain decimal number (``-0.5``, ``+3``, ``-1e-3``) is
+not touched. A carriage return inside a text is written as a newline, so that the cell is
+quoted and no reader starts a new row inside it. :func:`read_csv` reads such a file back
+without the apostrophes (a text that itself began with ``'`` and a formula character loses
+that apostrophe).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -91,10 +104,76 @@ def read_provenance(path) -> dict:
     return json.loads(raw) if raw else {}
 
 
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+TEXT_MARK = "'"
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_text(value):
+    """``value`` as a spreadsheet shows it as text: a string that would start a formula gets a leading
+    apostrophe; a plain number, anything not a string, and any other string are returned unchanged."""
+    if isinstance(value, str) and value[:1] in FORMULA_PREFIXES and not _PLAIN_NUMBER.fullmatch(value):
+        return TEXT_MARK + value
+    return value
+
+
+def plain_text(value):
+    """The inverse of :func:`spreadsheet_text`: the apostrophe it added removed."""
+    if isinstance(value, str) and value[:1] == TEXT_MARK and spreadsheet_text(value[1:]) == value:
+        return value[1:]
+    return value
+
+
+def _is_text(values) -> bool:
+    import pandas as pd
+
+    dtype = values.dtype
+    return dtype == object or isinstance(dtype, (pd.StringDtype, pd.CategoricalDtype))
+
+
+def _cell(value):
+    # A carriage return that is not part of CRLF is not quoted by the csv module (only the line terminator,
+    # "\n", is), and readers end the row there: the rest of the text would start a row of its own, its
+    # first cell unchecked. Line breaks are written as "\n", which is quoted.
+    if isinstance(value, str) and "\r" in value:
+        value = value.replace("\r\n", "\n").replace("\r", "\n")
+    return spreadsheet_text(value)
+
+
+def spreadsheet_safe(df):
+    """A copy of ``df`` whose text cells, column names and index are :func:`spreadsheet_text` (line breaks
+    written as ``\n``); numeric columns are untouched (``df`` itself is not changed)."""
+    out = df.copy()
+    for i in range(out.shape[1]):
+        column = out.iloc[:, i]
+        if _is_text(column):
+            out.isetitem(i, column.astype(object).map(_cell))
+    out.columns = [_cell(c) for c in out.columns]
+    if _is_text(out.index):
+        out.index = out.index.map(_cell)
+    return out
+
+
 def write_csv(df, path, **kwargs) -> None:
+    """``df`` as CSV (no index unless asked), every text cell spreadsheet-safe (see the module docstring)."""
     kwargs.setdefault("index", False)
+    safe = spreadsheet_safe(df)
     with atomic_path(path) as tmp:
-        df.to_csv(tmp, **kwargs)
+        safe.to_csv(tmp, **kwargs)
+
+
+def read_csv(path, **kwargs):
+    """A CSV written by :func:`write_csv`, as a DataFrame with the apostrophes it added removed
+    (``kwargs`` go to :func:`pandas.read_csv`)."""
+    import pandas as pd
+
+    df = pd.read_csv(path, **kwargs)
+    for i in range(df.shape[1]):
+        column = df.iloc[:, i]
+        if _is_text(column):
+            df.isetitem(i, column.map(plain_text))
+    df.columns = [plain_text(c) for c in df.columns]
+    return df
 
 
 def write_text(text: str, path) -> None:

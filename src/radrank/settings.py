@@ -14,6 +14,12 @@ rejects, with a :class:`~radrank.errors.ConfigError` naming ``<where>.<key>`` an
 
 Defaults live in the class and nowhere else. ``identity()`` is the dict of the scoring fields, the
 only settings a workflow rule's identity holds.
+
+An endpoint URL is declared ``scored(..., secret_url=True)``: its identity is the URL without user name,
+password or secret-looking query parameters (:func:`radrank.provenance.redact_url`), so a rule's params
+(which Snakemake stores in ``.snakemake/metadata``) never hold a credential and a change of credentials
+re-scores nothing; the instance keeps the URL as configured (requests use it), and building one masks
+its credentials in every log record of the process (:func:`radrank.provenance.protect_url`).
 """
 
 from __future__ import annotations
@@ -32,18 +38,19 @@ from radrank.errors import ConfigError
 _MISSING = dataclasses.MISSING
 
 
-def _field(default, doc: str, scores: bool, minimum=None, maximum=None):
+def _field(default, doc: str, scores: bool, minimum=None, maximum=None, secret_url: bool = False):
     if not doc:
         raise TypeError("every setting needs a description")
-    meta = {"scores": scores, "doc": doc, "minimum": minimum, "maximum": maximum}
+    meta = {"scores": scores, "doc": doc, "minimum": minimum, "maximum": maximum, "secret_url": secret_url}
     if isinstance(default, (list, dict, set)):
         raise TypeError("settings defaults are immutable: use a tuple")
     return field(default=default, metadata=meta)
 
 
-def scored(default, doc: str, *, minimum=None, maximum=None):
-    """A setting whose value changes the metric's numbers (part of its identity)."""
-    return _field(default, doc, True, minimum, maximum)
+def scored(default, doc: str, *, minimum=None, maximum=None, secret_url: bool = False):
+    """A setting whose value changes the metric's numbers (part of its identity). ``secret_url``: the value is
+    an endpoint URL that may carry credentials, which the identity leaves out (see the module docstring)."""
+    return _field(default, doc, True, minimum, maximum, secret_url)
 
 
 def speed(default, doc: str, *, minimum=None, maximum=None):
@@ -88,6 +95,11 @@ class Settings:
                 merged[name] = spec.convert(fixed[name], f"{where}.{name}")
         instance = cls(**merged)
         instance.check(where)
+        for f in dataclasses.fields(instance):
+            if f.metadata.get("secret_url"):
+                from radrank.provenance import protect_url
+
+                protect_url(getattr(instance, f.name))
         return instance
 
     def replace(self, *, where: str = "settings", **changes):
@@ -99,8 +111,10 @@ class Settings:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def identity(self) -> dict:
-        """The scoring fields only: what a change of settings must re-score."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.metadata["scores"]}
+        """The scoring fields only: what a change of settings must re-score (endpoint URLs without their
+        credentials)."""
+        return {f.name: _identity_value(f, getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.metadata["scores"]}
 
     def speed_only(self) -> dict:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if not f.metadata["scores"]}
@@ -113,6 +127,14 @@ class NoSettings(Settings):
 
 def _plain(value):
     return list(value) if isinstance(value, tuple) else value
+
+
+def _identity_value(f, value):
+    if f.metadata.get("secret_url") and isinstance(value, str):
+        from radrank.provenance import redact_url
+
+        return redact_url(value, mask=None)
+    return _plain(value)
 
 
 # --- field specifications ---------------------------------------------------------------------------

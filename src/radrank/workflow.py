@@ -3,7 +3,15 @@
 Built once from the validated config when the Snakefile loads (:meth:`Plan.load`). Everything a
 rule or input function asks is answered here, from this one reading of the config:
 
-* the submissions (sheet and ``generation`` entries) — so building the DAG never opens a submission;
+* the submissions (sheet and ``generation`` entries) — so building the DAG never parses a submission.
+  Every file the sheet names must be a regular file (:func:`radrank.ingest.detect.file_problem`: a FIFO,
+  a device, a symlink loop or a file over the size cap is a ConfigError naming the sheet row); the
+  first bytes of a row's submission are looked at only when the row has a ``reference_path``, which
+  a ReXrank JSON or parquet submission (holding its own references) may not have. Model and dataset
+  names are checked by :func:`radrank.sheets.name_problem` (at most 100 characters);
+* the models sheet (config ``models``), read and checked (:func:`radrank.sheets.read_models_sheet`);
+* the leaderboards' rank leaves (:meth:`Plan.check_ranking`, in :meth:`Plan.load`): each a leaf of a
+  registered metric, and every leaderboard's ``rank_by`` or ``fallback_rank_by`` computed;
 * every metric's typed settings, built once (:func:`radrank.metrics.configured`): an unknown key or
   an ill-typed value is a ConfigError naming ``metric_settings.<metric>.<key>`` before any job
   starts; a rule's identity (:meth:`Plan.identity_of`) holds only the settings that change scores;
@@ -18,14 +26,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from radrank import jobs, metaeval, metrics
 from radrank.digests import FileDigests
-from radrank.errors import ConfigError, MissingWeightsError
-from radrank.sheets import NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, is_name, read_sheet
+from radrank.errors import ConfigError, InputError, MissingWeightsError
+from radrank.sheets import NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, name_problem, read_models_sheet, read_sheet
 
 GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
 GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
@@ -155,6 +164,7 @@ class Plan:
         if not self.submissions:
             raise ConfigError(f"nothing to score: sheet {self.config['submissions']} lists no submissions and "
                               "config 'generation' is empty")
+        self.models_sheet = self._read_models_sheet()
         from radrank.mrscore_train.config import TrainingConfig
 
         # MRScore training (target mrscore_train), checked with the rest: None without the section.
@@ -166,8 +176,10 @@ class Plan:
 
     @classmethod
     def load(cls, config: dict, base_dir: str | Path = ".", digest_memo: str | Path | None = None) -> "Plan":
-        """The plan of a run: built, and every model it needs checked on this machine (:meth:`check_weights`)."""
+        """The plan of a run: built, its leaderboards' rank leaves checked (:meth:`check_ranking`), and every model
+        it needs checked on this machine (:meth:`check_weights`)."""
         plan = cls(config, base_dir, digest_memo)
+        plan.check_ranking()
         plan.check_weights()
         return plan
 
@@ -177,19 +189,31 @@ class Plan:
 
     # --- reading the config ----------------------------------------------------------------------
     def _read_sheet(self):
+        from radrank.ingest.detect import file_problem, sniff_format
+        from radrank.ingest.pairs import check_reference_path
+
         config = self.config
         sheet = read_sheet(config["submissions"], SHEET_COLUMNS, SHEET_OPTIONAL)
         splits = tuple(config["splits"])
         for i, row in enumerate(sheet.to_dict("records"), start=1):
             where = f"sheet {config['submissions']}, row {i}"
             for col in ("model", "dataset"):
-                if not is_name(row[col]):
-                    raise ConfigError(f"{where}: {col} {row[col]!r} must match {NAME_PATTERN} (no spaces or slashes)")
+                problem = name_problem(row[col])
+                if problem:
+                    raise ConfigError(f"{where}: {col} {problem}")
             if not row["path"]:
                 raise ConfigError(f"{where}: path is empty")
             for col in ("path", "reference_path"):
-                if row[col] and not (self.base_dir / row[col]).exists():
-                    raise ConfigError(f"{where}: {col} {row[col]} does not exist")
+                # a regular file only: a FIFO or a device would block or never end when it is hashed or read
+                problem = row[col] and file_problem(self.base_dir / row[col])
+                if problem:
+                    raise ConfigError(f"{where}: {col} {row[col]} {problem.removeprefix('file ')}")
+            if row["reference_path"]:  # a ground truth given with a file that holds its own would be ignored
+                try:
+                    path = self.base_dir / row["path"]
+                    check_reference_path(row["path"], sniff_format(path), row["reference_path"])
+                except InputError as e:
+                    raise ConfigError(f"{where}: {e}") from None
             row_splits = splits
             if row["split"]:
                 row_splits = tuple(s.strip() for s in row["split"].split(",") if s.strip())
@@ -199,6 +223,39 @@ class Plan:
             self._add(Submission(row["model"], row["dataset"], row["path"], row["reference_path"], row_splits, i),
                       where)
 
+    def _read_models_sheet(self) -> dict | None:
+        """config ``models``, read and checked when the workflow loads (a missing sheet, a stray quote or a model
+        listed twice is found here, with its line, not in every leaderboard job after the scoring)."""
+        path = self.config.get("models")
+        if not path:
+            return None
+        try:
+            return read_models_sheet(self.base_dir / path)
+        except ConfigError as e:
+            raise ConfigError(f"config 'models': {e}") from None
+
+    def check_ranking(self):
+        """config ``leaderboard``'s rank leaves, checked when the workflow loads (:meth:`load`): each names a leaf of
+        a registered metric, and every leaderboard of this run has its rank leaf or its fallback computed (else
+        every leaderboard job would fail after the scoring)."""
+        known = {leaf.name for name in metrics.names() for leaf in metrics.leaves(name)}
+        board = self.config["leaderboard"]
+        for key in ("rank_by", "fallback_rank_by", "vqa_rank_by"):
+            if board[key] not in known:
+                raise ConfigError(f"config 'leaderboard.{key}' names {board[key]!r}, which is no metric's leaf; "
+                                  f"leaves: {sorted(known)}")
+        for split in sorted({s for _, s in self.groups()}):
+            rank_by, fallback = self.ranking(split)
+            computed = [leaf.name for leaf in self.leaves(split)]
+            if rank_by not in computed and fallback not in computed:
+                keys = ("leaderboard.vqa_rank_by",) if split == VQA_SPLIT else ("leaderboard.rank_by",
+                                                                                   "leaderboard.fallback_rank_by")
+                named = sorted({rank_by, fallback})
+                raise ConfigError(f"config {' and '.join(repr(k) for k in keys)}: the {split} leaderboards cannot be "
+                                  f"ranked: {' and '.join(map(repr, named))} {'is' if len(named) == 1 else 'are'} "
+                                  f"not computed (metrics {self.metrics_for_split(split)} compute {computed}); "
+                                  "name a computed leaf, or add its metric")
+
     def _read_generation(self):
         from radrank import backbones, datasets
 
@@ -207,8 +264,9 @@ class Plan:
             values = {k: (tuple(v) if k == "splits" else v) for k, v in entry.items()}
             gen = Generation(**values, where=where, settings_key=f"generation[{i}].settings")
             for value, what in ((gen.model, "model"), (gen.dataset, "dataset")):
-                if not is_name(value):
-                    raise ConfigError(f"{where}: {what} {value!r} must match {NAME_PATTERN}")
+                problem = name_problem(value)
+                if problem:
+                    raise ConfigError(f"{where}: {what} {problem}")
             if gen.adapter not in datasets.names():
                 raise ConfigError(f"{where}: unknown adapter {gen.adapter!r}; known: {datasets.names()}")
             if not gen.backbone and ":" not in gen.generator:
@@ -536,7 +594,8 @@ SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 def validate_config(config: dict, source: str = "config") -> dict:
     """``config`` checked against schemas/config.schema.yaml and defaulted in place (Snakemake's ``validate``);
-    a ConfigError says where (``source``, the key path) and what is wrong."""
+    a ConfigError says where (``source``, the key path) and what is wrong. A whole number written as a float
+    where the schema wants an integer (``n: 1.0e+3``, which JSON Schema counts as an integer) becomes an int."""
     from snakemake.utils import validate
 
     try:
@@ -546,19 +605,157 @@ def validate_config(config: dict, source: str = "config") -> dict:
         what = next((x.split(": ", 1)[1] for x in lines if x.startswith("ValidationError: ")), lines[0])
         at = next((x.rstrip(":").split("instance", 1)[1] for x in lines if x.startswith("On instance")), "")
         raise ConfigError(f"{source} is invalid{' at ' + at if at else ''}: {what}") from None
+    _integers(config, _schema())
     return config
 
 
-def read_config(files) -> dict:
-    """The config of these YAML files (later ones win, key by key), validated and defaulted as the Snakefile does."""
+@functools.lru_cache(maxsize=1)
+def _schema() -> dict:
     import yaml
 
+    return yaml.safe_load(SCHEMA.read_text())
+
+
+def _integers(value, spec: dict):
+    """Turn the integral floats of integer-typed keys into ints, in place (a float count would fail in a job)."""
+    if not isinstance(spec, dict):
+        return value
+    types = spec.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "integer" in types and "number" not in types and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        props = spec.get("properties") or {}
+        extra = spec.get("additionalProperties")
+        for key in list(value):
+            sub = props.get(key, extra if isinstance(extra, dict) else None)
+            if sub is not None:
+                value[key] = _integers(value[key], sub)
+    elif isinstance(value, list) and isinstance(spec.get("items"), dict):
+        value[:] = [_integers(v, spec["items"]) for v in value]
+    return value
+
+
+def load_config_file(path) -> dict:
+    """One config file (YAML, or JSON as Snakemake also reads it) as a dict, read strictly: a key written twice in
+    one mapping is a ConfigError naming the file, both lines and the key's path (a YAML loader keeps the last
+    copy without a word, so one of two settings would be ignored); so is a file that is not a mapping."""
+    import json
+
+    import yaml
+
+    from radrank.ingest.detect import FileProblem, read_regular
+
+    try:
+        data = read_regular(path)
+    except FileProblem as e:
+        raise ConfigError(f"config file {path} {str(e).removeprefix('file ')}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(f"config file {path} is not valid UTF-8 (byte 0x{data[e.start]:02x} on line {line})") \
+            from None
+    try:
+        config = json.loads(text, object_pairs_hook=_json_pairs(path))
+    except ValueError:  # not JSON: YAML (JSON's own duplicate keys raise a ConfigError, not a ValueError)
+        try:
+            config = yaml.load(text, Loader=_strict_loader(path))
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(e).split())}") from None
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of keys (key: value), found "
+                          f"{type(config).__name__}")
+    return config
+
+
+def _json_pairs(path):
+    def hook(pairs):
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError(f"config file {path}: key {key!r} appears twice in one object; which value "
+                                  "should count? Write it once")
+            out[key] = value
+        return out
+
+    return hook
+
+
+def _strict_loader(path):
+    """A yaml.SafeLoader that refuses a key written twice in one mapping (merge keys ``<<`` may still be
+    overridden, as YAML intends)."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        def construct_document(self, node):
+            self._radrank_root = node  # where _key_path starts
+            return super().construct_document(node)
+
+    def construct_mapping(loader, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base constructor says so
+                break
+            line = key_node.start_mark.line + 1
+            if first is not None:
+                raise ConfigError(f"config file {path}, line {line}: key {_key_path(loader, node, key)!r} is "
+                                  f"written twice in one mapping (also on line {first}); YAML would keep the "
+                                  "last silently: write it once")
+            seen[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return StrictLoader
+
+
+def _key_path(loader, node, key) -> str:
+    """``key`` with the keys of the mappings above it (``bootstrap.n``, ``generation[0].model``), found from the
+    document's root."""
+    import yaml
+
+    def walk(at, trail):
+        if at is node:
+            return trail
+        if isinstance(at, yaml.MappingNode):
+            for k, v in at.value:
+                found = walk(v, trail + [str(k.value) if isinstance(k, yaml.ScalarNode) else "?"])
+                if found is not None:
+                    return found
+        elif isinstance(at, yaml.SequenceNode):
+            for i, v in enumerate(at.value):
+                found = walk(v, trail[:-1] + [f"{trail[-1]}[{i}]"] if trail else [f"[{i}]"])
+                if found is not None:
+                    return found
+        return None
+
+    root = getattr(loader, "_radrank_root", None)
+    trail = walk(root, []) if root is not None else None
+    return ".".join([*(trail or []), str(key)])
+
+
+def check_config_files(paths) -> None:
+    """Read each config file Snakemake loaded (``workflow.configfiles``) strictly (:func:`load_config_file`):
+    Snakemake's own loader keeps the last of two copies of a key without a word."""
+    for path in dict.fromkeys(map(str, paths)):
+        load_config_file(path)
+
+
+def read_config(files) -> dict:
+    """The config of these YAML files (later ones win, key by key), validated and defaulted as the Snakefile does;
+    each file read strictly (:func:`load_config_file`: a key written twice is an error)."""
     config: dict = {}
     for path in files:
         if not Path(path).is_file():
             raise ConfigError(f"config file {path} does not exist")
-        with open(path) as fh:
-            config.update(yaml.safe_load(fh) or {})
+        config.update(load_config_file(path))
     return validate_config(config, f"config {', '.join(map(str, files))}")
 
 

@@ -13,6 +13,9 @@ indication, comparison). Policies:
 
 Every row of the drop file says what happened: ``action`` is ``dropped``,
 ``scored_as_empty`` or ``truncated``.
+
+A ``reference_path`` given with a submission that holds its own references (a ReXrank JSON,
+parquet pairs) is an error (:func:`check_reference_path`), not a file ignored without a word.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from __future__ import annotations
 import math
 
 from radrank.context import CONTEXT_COLUMNS, parse_context
-from radrank.errors import ConfigError
+from radrank.errors import ConfigError, InputError
 from radrank.ingest import rexrank, tables
 from radrank.ingest.detect import detect_format
 
@@ -102,10 +105,21 @@ def build_pairs(records, unmatched=(), *, empty_hypothesis: str = "drop", max_ch
     return pairs_df, drops_df
 
 
+def check_reference_path(path, fmt: str, reference_path, **where) -> None:
+    """A ground truth given with a submission that holds its own references (a ReXrank JSON, parquet pairs) would
+    be ignored: an :class:`InputError` naming the submission and ``reference_path`` (``where``: its sheet row)."""
+    if reference_path and fmt != "csv":
+        kind = {"rexrank_json": "ReXrank JSON submission", "parquet": "parquet pairs file"}[fmt]
+        raise InputError(path, f"is a {kind}, which holds its own references: the reference_path "
+                         f"{reference_path} given with it would be ignored; leave reference_path empty (it is the "
+                         "ground truth of a CSV submission)", field="reference_path", **where)
+
+
 def ingest_submission(path, split: str, *, reference_path=None, ref_section: str | None = None,
                       empty_hypothesis: str = "drop", max_chars: int | None = None):
     """Read one submission for one split and return ``(pairs, drops, fmt)``."""
     fmt = detect_format(path)
+    check_reference_path(path, fmt, reference_path)
     unmatched: list = []
     if fmt == "rexrank_json":
         records = rexrank.read(path, split)

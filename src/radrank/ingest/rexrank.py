@@ -14,8 +14,10 @@
 holding anything else that is not a string — a number, a list, an object,
 true/false — is an error: a number is never a report, and scoring its digits
 would hide a broken export. So is ``Infinity`` in a text field (not JSON, and
-no report), an empty case id, a key repeated in one JSON object, and nesting deeper
-than :data:`MAX_DEPTH` (a submission's entries hold flat text fields).
+no report), an empty case id, a key repeated in one JSON object, nesting deeper
+than :data:`MAX_DEPTH` (a submission's entries hold flat text fields), and a case id or
+text field holding a lone UTF-16 surrogate (``"\\ud800"`` without its pair: not text, and
+no file can store it).
 """
 
 from __future__ import annotations
@@ -142,6 +144,23 @@ def reference_for(entry: dict, split: str) -> str:
     return " ".join(parts)
 
 
+def _surrogate(text: str) -> str | None:
+    """Why ``text`` is not writable text when it holds a lone UTF-16 surrogate (JSON's ``"\\ud800"`` escape
+    without its pair), else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return (f"holds a lone UTF-16 surrogate \\u{ord(text[e.start]):04x} at character {e.start}: half of an "
+                "escaped pair (\\ud83d\\ude00 is one character), so not text; write the character itself, or "
+                "its whole pair")
+    return None
+
+
+def _printable(text: str) -> str:
+    """``text`` with lone surrogates escaped, for messages."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def read(path, split: str) -> list[dict]:
     """Return one record per entry: sample_id, study_id, reference, hypothesis, context, row."""
     if split not in SPLITS:
@@ -149,6 +168,10 @@ def read(path, split: str) -> list[dict]:
     data = load(path)
     records = []
     for position, (case_id, entry) in enumerate(data.items()):
+        bad = _surrogate(case_id)
+        if bad:
+            raise InputError(path, f"the case id (the key of entry {position}, counted from 0) {bad}",
+                             field="case_id", row=_printable(case_id))
         if not case_id.strip():
             raise InputError(path, f"case id (the key of entry {position}, counted from 0) is empty",
                              row=repr(case_id))
@@ -161,8 +184,13 @@ def read(path, split: str) -> list[dict]:
             if isinstance(value, _NonFinite):
                 raise InputError(path, f"{value} is not text: write the report as a string, or null when it is "
                                  "missing", field=field, row=case_id)
-            if isinstance(value, str) or value is None or (isinstance(value, float) and math.isnan(value)):
-                continue  # text, or missing (null / NaN)
+            if isinstance(value, str):
+                bad = _surrogate(value)
+                if bad:
+                    raise InputError(path, bad, field=field, row=case_id)
+                continue
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue  # missing (null / NaN)
             found = f"a number ({value!r})" if isinstance(value, (int, float)) and not isinstance(value, bool) \
                 else type(value).__name__
             raise InputError(path, f"must be text, found {found}", field=field, row=case_id)

@@ -11,6 +11,15 @@ file) are 1-based lines of the file, the header being line 1.
 
 Parquet: columns ``sample_id``, ``reference``, ``hypothesis`` and optionally
 ``context``, ``age``, ``sex``, ``indication``, ``comparison``.
+
+Errors naming the file, the column and the row (files are written by the people ranked):
+a column named twice in a header (which copy would count?); in a CSV pair whose
+files both have ``case_id``, a prediction whose case_id differs from the ground
+truth's for the same study_id (it would be scored against another case's report:
+an error, not a drop); in parquet, a ``sample_id`` that is neither text nor an
+integer (a list or an object would become its repr), a ``context`` that is not
+text, an ``age`` that is not a finite number of years from 0 to
+:data:`radrank.context.MAX_AGE`, and text that is not valid UTF-8.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ from __future__ import annotations
 import csv
 import io
 import math
+import numbers
 
+from radrank.context import MAX_AGE, plausible_age
 from radrank.errors import InputError
 from radrank.ingest.detect import decode_utf8, read_bytes
 from radrank.sections import parse_section
@@ -75,6 +86,12 @@ def _collect_rows(path, reader: csv.DictReader, ended: list, required=CSV_REQUIR
         raise InputError(path, "CSV has no header row")
     ended[0] = reader.line_num
     header = [h.strip() for h in reader.fieldnames]
+    seen: dict = {}
+    for index, col in enumerate(header, start=1):
+        if col and col in seen:  # DictReader would keep the last copy's values without a word
+            raise InputError(path, f"column appears twice in the header (columns {seen[col]} and {index}); "
+                             "which copy would count? Name each column once", field=col, row=reader.line_num)
+        seen[col] = index
     for col in required:
         if col not in header:
             raise InputError(path, f"required column is missing (columns: {', '.join(header)})", field=col)
@@ -121,6 +138,18 @@ def read_csv_pair(pred_path, ref_path, ref_section: str) -> tuple[list[dict], li
     for path, rows in ((pred_path, preds), (ref_path, refs)):
         if "case_id" in rows[0]:
             _index_by(path, rows, "case_id")  # duplicate case ids are an error too
+    if "case_id" in preds[0] and "case_id" in refs[0]:
+        # Both files name each study's case: a prediction whose case differs from the ground truth's for the
+        # same study_id belongs to another case (an export joined on the wrong key), never scored against it.
+        for study, (row_no, pred_row) in pred_by_study.items():
+            if study in ref_by_study:
+                ref_row_no, ref_row = ref_by_study[study]
+                ours, theirs = pred_row["case_id"].strip(), ref_row["case_id"].strip()
+                if ours != theirs:
+                    raise InputError(pred_path, f"case_id {ours!r} of study_id {study} differs from the ground "
+                                     f"truth's {theirs!r} ({ref_path}, row {ref_row_no}): the prediction would be "
+                                     "scored against another case's report; fix the ids", field="case_id",
+                                     row=row_no)
     common = [s for s in ref_by_study if s in pred_by_study]
     if not common:
         raise InputError(
@@ -160,14 +189,75 @@ def read_csv_pair(pred_path, ref_path, ref_section: str) -> tuple[list[dict], li
     return matched, unmatched
 
 
-def read_parquet_pairs(path, ref_section: str | None) -> list[dict]:
-    import pandas as pd
+def read_parquet_table(path):
+    """The parquet file as a DataFrame, read from its bytes (:func:`read_bytes`: a regular file only); a repeated
+    column, or a text value that is not UTF-8, is an error naming the column (and the row)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    read_bytes(path)
+    data = read_bytes(path)
     try:
-        df = pd.read_parquet(path)
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        names = parquet.schema_arrow.names
     except Exception as e:  # pyarrow raises several types for corrupt files
-        raise InputError(path, f"cannot be read as parquet: {e}") from None
+        raise InputError(path, f"cannot be read as parquet: {_one_line(e)}") from None
+    seen: dict = {}
+    for index, name in enumerate(names, start=1):
+        if name in seen:
+            raise InputError(path, f"column appears twice (columns {seen[name]} and {index}); which copy would "
+                             "count? Name each column once", field=name)
+        seen[name] = index
+    try:
+        table = parquet.read()
+    except Exception as e:
+        raise InputError(path, f"cannot be read as parquet: {_one_line(e)}") from None
+    for name, column in zip(table.column_names, table.columns):
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid:
+                binary = pa.large_binary() if pa.types.is_large_string(column.type) else pa.binary()
+                for row, value in enumerate(column.cast(binary).to_pylist()):
+                    try:
+                        value is None or value.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        raise InputError(path, f"text is not valid UTF-8 (byte 0x{value[e.start]:02x} at offset "
+                                         f"{e.start}); write the file with valid UTF-8 strings", field=name,
+                                         row=row) from None
+    try:
+        return table.to_pandas()
+    except Exception as e:
+        raise InputError(path, f"cannot be read as parquet: {_one_line(e)}") from None
+
+
+def _one_line(error: Exception, limit: int = 300) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _sample_id(path, value, row: int) -> str:
+    """A parquet sample id: text or an integer (a list, an object, a float or bytes would become its repr)."""
+    if is_missing(value):
+        raise InputError(path, "sample id is empty", field="sample_id", row=row)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return str(int(value))
+    found = _kind(value)
+    if isinstance(value, numbers.Number):
+        found = f"{found} {value!r}"
+    raise InputError(path, f"sample id must be text or an integer, found {found}", field="sample_id", row=row)
+
+
+def _kind(value) -> str:
+    """What a parquet value is, in the file's terms (a list column reaches pandas as a numpy array)."""
+    import numpy as np
+
+    return "list" if isinstance(value, (np.ndarray, list)) else type(value).__name__
+
+
+def read_parquet_pairs(path, ref_section: str | None) -> list[dict]:
+    df = read_parquet_table(path)
     for col in PARQUET_REQUIRED:
         if col not in df.columns:
             raise InputError(path, f"required column is missing (columns: {', '.join(map(str, df.columns))})",
@@ -176,19 +266,17 @@ def read_parquet_pairs(path, ref_section: str | None) -> list[dict]:
         raise InputError(path, "parquet file has no rows")
     seen: dict[str, int] = {}
     records = []
-    for i, row in enumerate(df.itertuples(index=False), start=0):
-        row = row._asdict()
-        sid = row["sample_id"]
-        if is_missing(sid):
-            raise InputError(path, "sample id is empty", field="sample_id", row=i)
-        sid = str(sid)
+    columns = list(df.columns)
+    for i, values in enumerate(df.itertuples(index=False, name=None), start=0):
+        row = dict(zip(columns, values))
+        sid = _sample_id(path, row["sample_id"], i)
         if sid in seen:
             raise InputError(path, f"duplicate sample id {sid!r} (also in row {seen[sid]})", field="sample_id", row=i)
         seen[sid] = i
-        for col in ("reference", "hypothesis"):
-            value = row[col]
+        for col in ("reference", "hypothesis", "context"):
+            value = row.get(col)
             if not is_missing(value) and not isinstance(value, str):
-                raise InputError(path, f"must be text, found {type(value).__name__}", field=col, row=i)
+                raise InputError(path, f"must be text, found {_kind(value)}", field=col, row=i)
         reference = clean(row["reference"])
         record = {
             "sample_id": sid,
@@ -219,15 +307,25 @@ def _context_value(path, column: str, value, row: int):
             if is_missing(value):
                 return None
             try:
-                return float(value)
+                age = float(value)
             except ValueError:
                 raise InputError(path, f"must be a number of years, found {value!r}", field=column,
                                  row=row) from None
-        try:
-            return float(value)
-        except (TypeError, ValueError):
+            return _age(path, age, value, row)
+        if not isinstance(value, numbers.Real):  # a list, an array, bytes: never an age
             raise InputError(path, f"must be a number of years, found {type(value).__name__} {value!r}",
-                             field=column, row=row) from None
+                             field=column, row=row)
+        return _age(path, float(value), float(value), row)
     if not isinstance(value, str):
         raise InputError(path, f"must be text, found {type(value).__name__}", field=column, row=row)
     return None if is_missing(value) else value
+
+
+def _age(path, age: float, value, row: int) -> float | None:
+    """An age in years within [0, MAX_AGE]; NaN (written as a number) is missing, anything else an error."""
+    if math.isnan(age):
+        return None
+    if not plausible_age(age):
+        raise InputError(path, f"must be an age in years from 0 to {MAX_AGE}, found {value!r}", field="age",
+                         row=row)
+    return age

@@ -114,7 +114,8 @@ class CRIMSONSettings(JudgeSettings):
                                                             "package's pipeline); vllm: the same model on vLLM "
                                                             "(env vllm); openai: an OpenAI-compatible API")
     api_model: str = scored(DEFAULT_API_MODEL, "openai: the model name sent to the API")
-    base_url: str | None = scored(None, "openai: an OpenAI-compatible endpoint (null: the client's default)")
+    base_url: str | None = scored(None, "openai: an OpenAI-compatible endpoint (null: the client's default)",
+                                  secret_url=True)
     api_key_env: str = speed("OPENAI_API_KEY", "openai: the environment variable holding the API key (the key "
                                                "itself is never a setting)")
     patient_context: bool = scored(True, "age and indication from the pairs into the prompt")

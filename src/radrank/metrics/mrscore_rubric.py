@@ -94,7 +94,7 @@ class BackendSettings(engine.JudgeSettings):
                   "vllm: vLLM's offline engine (environment vllm)")
     model: str = scored("gpt-4o-2024-08-06", "openai: the endpoint's model name; local, vllm: a Hugging Face id or a "
                                              "local directory")
-    api_base: str = scored("https://api.openai.com/v1", "openai: the endpoint's base URL")
+    api_base: str = scored("https://api.openai.com/v1", "openai: the endpoint's base URL", secret_url=True)
     api_key_env: str = speed("OPENAI_API_KEY", "openai: the environment variable holding the key (the key is never "
                                                "read from the config)")
     api_concurrency: int = speed(4, "openai: requests in flight at a time", minimum=1)

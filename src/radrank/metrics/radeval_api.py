@@ -74,7 +74,7 @@ class APISettings(Settings):
 
     model: str = scored("gpt-4o-mini", "the judge model as the endpoint names it (RadEval's adapters' default)")
     base_url: str | None = scored(None, "an OpenAI-compatible endpoint (null: the OpenAI client's default); which "
-                                        "server answers decides the scores")
+                                        "server answers decides the scores", secret_url=True)
     temperature: float = scored(0.0, "the judge's sampling temperature", minimum=0.0)
     api_key_env: str = speed("OPENAI_API_KEY", "the environment variable holding the API key (the key itself is "
                                                "never in the config); not in the identity")

@@ -66,9 +66,9 @@ def _json_rows(path):
 
 def _table_rows(path):
     if Path(path).suffix.lower() == ".parquet":
-        import pandas as pd
+        from radrank.ingest.tables import read_parquet_table
 
-        frame = pd.read_parquet(path)
+        frame = read_parquet_table(path)
         rows = [(i + 2, {k: ("" if v is None else str(v)) for k, v in r.items()})
                 for i, r in enumerate(frame.to_dict("records"))]
         columns = list(frame.columns)

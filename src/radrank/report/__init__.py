@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from radrank.report import sections
 from radrank.report.data import Group, load_group
-from radrank.report.page import esc, shell
+from radrank.report.page import esc, md_text, shell, visible
 
 __all__ = ["Group", "load_group", "render_report"]
 
@@ -83,10 +83,13 @@ def render_report(groups: list, *, bootstrap: dict, empty_hypothesis: str, cases
                           "</li>" for g in groups)
                 + "</ul></section>")
     body = overview + "".join("".join(p.html) for p in parts)
-    markdown = ["# radrank report", "", intro, "",
+    markdown = ["# radrank report", "", md_text(intro), "",
                 "The full report with plots, rank distributions, every pairwise comparison, the worst and best "
                 "cases per model and the provenance is report.html beside this file.", ""]
     for p in parts:
         markdown += p.markdown
-    figures = {name: svg for p in parts for name, svg in p.figures.items()}
-    return "\n".join(markdown).rstrip() + "\n", shell("radrank report", _toc(parts), body), figures
+    # Texts were escaped where they were placed; this last pass keeps any control character that came in some
+    # other way (a figure's label, a judge's answer) out of every file (radrank.report.page.visible).
+    figures = {name: visible(svg) for p in parts for name, svg in p.figures.items()}
+    return (visible("\n".join(markdown).rstrip() + "\n"), visible(shell("radrank report", _toc(parts), body)),
+            figures)

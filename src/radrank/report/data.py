@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from radrank import metrics
+from radrank import io, metrics
 
 CONTEXT_COLUMNS = ("context", "age", "sex", "indication", "comparison")
 
@@ -73,7 +73,10 @@ class Group:
 
     @property
     def names(self) -> dict:
-        return dict(zip(self.board["model"], self.board["Model Name"].astype(str)))
+        """Display names, control characters shown as symbols (they also label the figures)."""
+        from radrank.report.page import visible
+
+        return dict(zip(self.board["model"], (visible(n) for n in self.board["Model Name"].astype(str))))
 
     @property
     def rank_leaf(self) -> str:
@@ -191,9 +194,8 @@ def load_group(entry: dict, *, cases: int = 5) -> Group:
     """Read one dataset × split from the paths in ``entry`` (the workflow's report layout:
     dataset, split, leaderboard, ranks, summary, comparisons, and per model its pairs, drops and
     one score file per metric)."""
-    import pandas as pd
-
-    board = pd.read_csv(entry["leaderboard"], keep_default_na=True)
+    # io.read_csv: the texts as written, without the apostrophe that keeps a spreadsheet from running them
+    board = io.read_csv(entry["leaderboard"], keep_default_na=True)
     summary, stats_prov = _read(entry["summary"])
     comparisons, _ = _read(entry["comparisons"])
     ranks, _ = _read(entry["ranks"])
@@ -201,7 +203,7 @@ def load_group(entry: dict, *, cases: int = 5) -> Group:
     metric_names = list(next(iter(models.values()))["scores"]) if models else []
     values, columns, score_prov = _per_sample_values(models, metric_names)
     leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
-    drops = {m: pd.read_csv(e["drops"], dtype=str, keep_default_na=False) for m, e in models.items()}
+    drops = {m: io.read_csv(e["drops"], dtype=str, keep_default_na=False) for m, e in models.items()}
     group = Group(dataset=entry["dataset"], split=entry["split"], board=board, summary=summary,
                   comparisons=comparisons, ranks=ranks, values=values, columns=columns, leaves=leaves,
                   metric_names=metric_names,

@@ -1,6 +1,22 @@
 """HTML and Markdown building blocks of the report: escaped tables (sortable in the page),
 collapsible sections, and the page shell with its style, its one small script and a
-content security policy that forbids every fetch."""
+content security policy that forbids every fetch.
+
+Every text the report shows may come from the people being ranked (display names,
+institutions, URLs, case ids, report texts, judges' answers), so:
+
+* control characters (NUL, BEL, ESC, … and DEL, C1 controls; not tab, newline or carriage
+  return) never reach either file: :func:`visible` shows each as its Unicode control picture
+  (NUL → ␀, ESC → ␛, BEL → ␇) or U+FFFD, in the text and, as a last pass, in the whole page,
+  its Markdown and its figures;
+* HTML: every text is HTML-escaped (:func:`esc`);
+* Markdown: every text is escaped (:func:`md_text`): a ``<`` that would open a tag, a comment or an
+  autolink (no raw HTML, no ``<javascript:…>``), an ``&`` that would start an entity, backslashes,
+  backticks and table bars, and the ``](`` / ``][`` of link syntax, so a text never becomes HTML,
+  a link or an image;
+  the only links are the report's own (:func:`md_link`), to http(s) URLs only — any other URL
+  (``javascript:``, ``data:``, ``file:``) is shown as text, unlinked.
+"""
 
 from __future__ import annotations
 
@@ -68,8 +84,65 @@ document.querySelectorAll('table.sortable').forEach(function(t){
 """
 
 
+# C0 controls but tab, newline and carriage return; DEL; C1 controls; lone surrogates (not UTF-8)
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _picture(match) -> str:
+    code = ord(match.group(0))
+    if code < 0x20:
+        return chr(0x2400 + code)  # U+2400 SYMBOL FOR NULL ... U+241F
+    return "\u2421" if code == 0x7F else "\ufffd"
+
+
+def visible(text) -> str:
+    """``text`` with every control character (see the module docstring) replaced by a visible symbol."""
+    return _CONTROL.sub(_picture, "" if text is None else str(text))
+
+
 def esc(text) -> str:
-    return html.escape("" if text is None else str(text), quote=True)
+    return html.escape(visible(text), quote=True)
+
+
+# a backslash, backtick or table bar; a < that would open a tag, comment or autolink (<img, </, <!, <?,
+# <javascript:…>); an & that would start an entity; the ] of ]( and ][ (a link or image)
+_MD_SPECIAL = re.compile(r"[\\`|]|<(?=[A-Za-z/!?])|&(?=#?\w+;)|\](?=[(\[])")
+_MD_LABEL = re.compile(r"[\\`|\[\]]|<(?=[A-Za-z/!?])|&(?=#?\w+;)")  # inside a link's label: every bracket
+_MD_ESCAPES = {"<": "&lt;", "&": "&amp;"}
+
+
+def md_text(text, *, label: bool = False) -> str:
+    """``text`` for a Markdown file, shown as written: no HTML, no link, one line (see the module docstring);
+    ``label``: for the label of a link, where every bracket is escaped."""
+    out = visible(text).replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    return (_MD_LABEL if label else _MD_SPECIAL).sub(lambda m: _MD_ESCAPES.get(m.group(0), "\\" + m.group(0)), out)
+
+
+def safe_url(url) -> str | None:
+    """``url`` when it is an absolute http(s) URL with a host (spaces, quotes, brackets and parentheses
+    percent-encoded, so it cannot end a Markdown link or an HTML attribute early); None for anything else."""
+    from urllib.parse import quote, urlsplit
+
+    text = "" if is_missing(url) else str(url).strip()
+    if not text or _CONTROL.search(text) or any(c in text for c in "\t\n\r"):
+        return None
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    return quote(text, safe="/:?#[]@!$&*+,;=%-._~")
+
+
+def md_link(text, url) -> str:
+    """A Markdown link from ``text`` to ``url`` when ``url`` is http(s) (:func:`safe_url`); otherwise ``text``,
+    followed by the URL as plain text in parentheses when there is one."""
+    href = safe_url(url)
+    if href is not None:
+        return f"[{md_text(text, label=True)}]({href})"
+    shown = "" if is_missing(url) else str(url).strip()
+    return f"{md_text(text)} ({md_text(shown)})" if shown else md_text(text)
 
 
 def slug(*parts) -> str:
@@ -96,10 +169,11 @@ def pval(p) -> str:
 
 
 class Cell:
-    """A table cell: its text (escaped unless ``raw``), an optional numeric sort key, a class."""
+    """A table cell: its text (escaped unless ``raw``), an optional numeric sort key, a class; ``md``: its
+    Markdown when that is not the escaped text (e.g. a :func:`md_link`)."""
 
-    def __init__(self, text, sort=None, cls: str = "", raw: bool = False):
-        self.text, self.sort, self.cls, self.raw = text, sort, cls, raw
+    def __init__(self, text, sort=None, cls: str = "", raw: bool = False, md: str | None = None):
+        self.text, self.sort, self.cls, self.raw, self.md = text, sort, cls, raw, md
 
     def html(self) -> str:
         attrs = ""
@@ -111,8 +185,12 @@ class Cell:
         return f"<td{attrs}>{self.text if self.raw else esc(self.text)}</td>"
 
     def markdown(self) -> str:
-        text = re.sub(r"<[^>]+>", "", str(self.text)) if self.raw else str(self.text)
-        return text.replace("|", "\\|").replace("\n", " ")
+        if self.md is not None:
+            return self.md
+        if self.raw:  # the report's own HTML, its texts escaped by esc(): the tags go, the entities stay
+            text = visible(re.sub(r"<[^>]+>", "", str(self.text)))
+            return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+        return md_text(self.text)
 
 
 def cell(x) -> Cell:
@@ -136,15 +214,16 @@ class Table:
             cells = []
             for i, c in enumerate(row):
                 if i in self.text_columns and "t" not in c.cls.split():
-                    c = Cell(c.text, c.sort, (c.cls + " t").strip(), c.raw)
+                    c = Cell(c.text, c.sort, (c.cls + " t").strip(), c.raw, c.md)
                 cells.append(c.html())
             body.append(f'<tr class="{cls}">' if cls else "<tr>")
             body.append("".join(cells) + "</tr>")
         kind = ' class="sortable"' if self.sortable else ""
-        return f'<div class="scroll"><table{kind}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+        return (f'<div class="scroll"><table{kind}><thead><tr>{head}</tr></thead>'
+                f'<tbody>{"".join(body)}</tbody></table></div>')
 
     def markdown(self) -> str:
-        lines = ["| " + " | ".join(h.replace("|", "\\|") for h in self.header) + " |",
+        lines = ["| " + " | ".join(md_text(h) for h in self.header) + " |",
                  "|" + "---|" * len(self.header)]
         lines += ["| " + " | ".join(c.markdown() for c in r) + " |" for r in self.rows]
         return "\n".join(lines)

@@ -14,7 +14,7 @@ from radrank import metrics
 from radrank.leaderboard import META_COLUMNS, rexrank_columns
 from radrank.report import figures
 from radrank.report.data import Group
-from radrank.report.page import Cell, Table, details, esc, figure, num, pval, slug
+from radrank.report.page import Cell, Table, details, esc, figure, md_link, md_text, num, pval, slug
 from radrank.stats import ranks
 
 HEADLINE_LIMIT = 8
@@ -405,16 +405,19 @@ def group_part(group: Group, *, level: float, n_cases: int, link_base: str | Non
 
     board = group.board
     cols = _metric_columns(board)
+    # the model's name links to its Model URL when that is an http(s) URL; any other URL is shown as text
     md_table = Table(["Rank", "Model", "Rank CI", "P(rank=1)", *cols, "n", "Dropped", "Scored as empty"],
-                     [[r["Rank"], r["Model Name"], _text(r.get("Rank CI")), num(r.get("P(rank=1)")),
+                     [[r["Rank"], Cell(r["Model Name"], md=md_link(r["Model Name"], r.get("Model URL"))),
+                       _text(r.get("Rank CI")), num(r.get("P(rank=1)")),
                        *[_with_ci(r, c) for c in cols], r["n"], r["Dropped"], r["Scored as empty"]]
                       for _, r in board.iterrows()])
-    part.markdown += [f"## {title}", "", f"Ranked by {ranked_by}. Brackets: {level:.0%} percentile bootstrap "
-                      "interval; Rank CI: the rank interval over the same resamples.", "", md_table.markdown(), ""]
+    part.markdown += [f"## {md_text(title)}", "", f"Ranked by {md_text(ranked_by)}. Brackets: {level:.0%} percentile "
+                      "bootstrap interval; Rank CI: the rank interval over the same resamples.", "",
+                      md_table.markdown(), ""]
     adjacent = _adjacent_rows(group, level)
     if adjacent:
-        part.markdown += [f"Adjacent ranks on {_label(group, group.rank_leaf)}: difference (upper − lower row), its "
-                          "interval and the two-sided paired bootstrap p-value.", "",
+        part.markdown += [f"Adjacent ranks on {md_text(_label(group, group.rank_leaf))}: difference (upper − lower "
+                          "row), its interval and the two-sided paired bootstrap p-value.", "",
                           Table(["Pair", "Δ", "Interval", "p", "Common cases", f"Distinct at {level:.0%}"],
                                 adjacent).markdown(), ""]
     return part
@@ -464,7 +467,7 @@ def metaeval_part(metaeval: dict, rank_leaves: set) -> Part:
         t = Table(["Metric", "Measure", "Group", "Estimate [interval]", "n", "Ties", "Human ceiling"], rows,
                   text_columns=(0, 1, 2))
         part.html.append(details(f"All {len(rows)} rows of {esc(name)}", t.html(), open_=len(rows) <= 20))
-        part.markdown += [f"### {name}", "", t.markdown(), ""]
+        part.markdown += [f"### {md_text(name)}", "", t.markdown(), ""]
     part.html.append("</section>")
     part.toc.append(("metaeval", "Can these metrics be trusted?", sub))
     return part

@@ -1,0 +1,473 @@
+"""Untrusted inputs (issue 20): a leaderboard maintainer scores files written by the people being ranked.
+
+Each case below once passed silently, blocked, or crashed late with a traceback; each is now an error
+naming the file, the field and the row (a ConfigError when the workflow loads, an InputError in the
+ingest job), or a documented behaviour. Items: 3 repeated columns, 6 name length, 7 lone surrogates,
+8 special files and the size cap, 9 config bounds and load-time checks, 12 silent acceptances.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import pandas as pd
+import pytest
+import yaml
+
+from _workflow import make_workdir
+from radrank.errors import ConfigError, InputError
+from radrank.ingest import detect, ingest_submission
+from radrank.ingest.tables import read_csv_pair, read_csv_rows, read_parquet_pairs
+from radrank.sheets import MAX_NAME_LENGTH, NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, is_name, read_models_sheet, \
+    read_sheet
+from radrank.workflow import Plan, load_config_file, read_config, validate_config
+
+SHEET_HEADER = "model\tdataset\tpath\treference_path\tsplit\n"
+JSON_SUB = "example/demo_cxr/careful.json"
+CSV_SUB, CSV_GT = "example/demo_clinic/careful.csv", "example/demo_clinic/ground_truth.csv"
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return make_workdir(tmp_path_factory.mktemp("untrusted"))
+
+
+def base_config(workdir) -> dict:
+    return yaml.safe_load((workdir / "config/config.yaml").read_text())
+
+
+def plan_of(workdir, tmp_path, **override) -> Plan:
+    """The plan as the Snakefile loads it (Plan.load: built, rank leaves and weights checked)."""
+    config = base_config(workdir)
+    config.update(override)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return Plan.load(read_config([path]), base_dir=workdir)
+
+
+def sheet_file(tmp_path, *rows, name="subs.tsv") -> str:
+    path = tmp_path / name
+    path.write_text(SHEET_HEADER + "".join("\t".join(r) + "\n" for r in rows))
+    return str(path)
+
+
+def plan_error(workdir, tmp_path, monkeypatch, **override) -> str:
+    monkeypatch.chdir(workdir)
+    with pytest.raises(ConfigError) as info:
+        plan_of(workdir, tmp_path, **override)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+def input_error(call, *args, **kwargs) -> InputError:
+    with pytest.raises(InputError) as info:
+        call(*args, **kwargs)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+def write_parquet(path, table: dict):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(table), path)
+    return path
+
+
+def finishes(call, seconds=20):
+    """Run ``call`` in a thread; (True, its exception) when it ends within ``seconds`` (a FIFO read would block)."""
+    box = {}
+
+    def target():
+        try:
+            call()
+        except BaseException as e:  # noqa: BLE001 - handed back to the test
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return not thread.is_alive(), box.get("error")
+
+
+# --- item 3: a header that repeats a column ---------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["prediction", "ground truth"])
+def test_csv_header_repeating_a_column_names_file_column_and_header_row(tmp_path, which):
+    good = "study_id,report\n1,Lungs clear.\n"
+    bad = "study_id,report,case_id,report\n1,Lungs clear.,c1,Effusion.\n"
+    pred, gt = tmp_path / "pred.csv", tmp_path / "gt.csv"
+    pred.write_text(bad if which == "prediction" else good)
+    gt.write_text(bad if which == "ground truth" else good)
+    error = input_error(read_csv_pair, pred, gt, "full")
+    assert error.path == str(pred if which == "prediction" else gt)
+    assert (error.field, error.row) == ("report", 1)
+    assert "appears twice in the header (columns 2 and 4)" in str(error)
+
+
+def test_parquet_repeating_a_column_names_file_and_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_arrays([pa.array(["a"]), pa.array(["r"]), pa.array(["h1"]), pa.array(["h2"])],
+                                 names=["sample_id", "reference", "hypothesis", "hypothesis"])
+    path = tmp_path / "pairs.parquet"
+    pq.write_table(table, path)
+    error = input_error(read_parquet_pairs, path, None)
+    assert (error.path, error.field) == (str(path), "hypothesis") and "appears twice (columns 3 and 4)" in str(error)
+
+
+@pytest.mark.parametrize("header", ["model\tdataset\tpath\tmodel\n", "model\tdataset\tpath\tsplit\t dataset \n"])
+def test_sheet_header_repeating_a_column_is_an_error(tmp_path, header):
+    path = tmp_path / "subs.tsv"
+    path.write_text("# my sheet\n" + header + "a\td\tx.json\tb\n")
+    with pytest.raises(ConfigError) as info:
+        read_sheet(path, SHEET_COLUMNS, SHEET_OPTIONAL)
+    column = header.split("\t")[-1].strip()
+    assert str(info.value).startswith(f"sheet {path}, line 2 (the header): column {column!r} appears twice")
+
+
+def test_models_sheet_repeating_a_column_or_a_model_is_an_error(tmp_path):
+    path = tmp_path / "models.tsv"
+    path.write_text("model\tname\tname\nm\tA\tB\n")
+    with pytest.raises(ConfigError, match=r"line 1 \(the header\): column 'name' appears twice \(columns 2 and 3\)"):
+        read_models_sheet(path)
+    path.write_text("model\tname\nm\tA\nn\tN\nm\tB\n")
+    with pytest.raises(ConfigError, match=r"models.tsv, line 4: model 'm' is listed twice \(also on line 2\)"):
+        read_models_sheet(path)
+
+
+# --- item 6: names that become file names have a length limit ------------------------------------------
+
+def test_name_length_limit():
+    assert MAX_NAME_LENGTH == 100
+    assert is_name("m" * 100) and not is_name("m" * 101)
+    import re
+
+    assert re.fullmatch(NAME_PATTERN, "m" * 100) and not re.fullmatch(NAME_PATTERN, "m" * 101)  # the wildcards too
+    assert not is_name("careful\n")  # "$" matched before a trailing newline
+
+
+@pytest.mark.parametrize("column, length", [("model", 300), ("dataset", 250)])
+def test_a_long_model_or_dataset_name_is_refused_with_the_sheet(workdir, tmp_path, monkeypatch, column, length):
+    name = "x" * length
+    row = [name, "demo_cxr", JSON_SUB, "", ""] if column == "model" else ["careful", name, JSON_SUB, "", ""]
+    sheet = sheet_file(tmp_path, row)
+    message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
+    assert message == (f"sheet {sheet}, row 1: {column} is {length} characters long; a name has at most 100 "
+                       "(it becomes part of file names)")
+
+
+def test_names_of_meta_evaluation_sets_and_mrscore_runs_have_a_length_limit():
+    user = {"name": "u" * 91, "path": "ratings.csv", "raters": ["r1"]}  # scored as dataset metaeval-<name>
+    with pytest.raises(ConfigError, match=r"\['metaeval'\]\['user'\]\[0\]\['name'\]: 'u+' is too long"):
+        validate_config({"submissions": "s.tsv", "metaeval": {"user": [user]}})
+    validate_config({"submissions": "s.tsv", "metaeval": {"user": [dict(user, name="u" * 90)]}})
+    with pytest.raises(ConfigError, match="is too long"):
+        validate_config({"submissions": "s.tsv", "mrscore_training": {"name": "m" * 101, "references": [{}]}})
+
+
+def test_a_long_generation_model_name_is_refused(workdir, tmp_path, monkeypatch):
+    (workdir / "images").mkdir(exist_ok=True)
+    entry = {"model": "g" * 101, "dataset": "demo_cxr", "adapter": "mimic_cxr", "root": "images",
+             "generator": "mypkg.gen:run"}
+    message = plan_error(workdir, tmp_path, monkeypatch, generation=[entry])
+    assert "generation" in message and ("too long" in message or "101 characters long" in message)
+
+
+# --- item 7: lone UTF-16 surrogates ---------------------------------------------------------------
+
+def test_a_lone_surrogate_in_a_prediction_names_file_case_and_field(tmp_path):
+    path = tmp_path / "sub.json"
+    path.write_text('{"c1": {"model_prediction": "ok", "section_findings": "f"},'
+                    ' "c2": {"model_prediction": "Effusion \\ud800.", "section_findings": "f"}}')
+    error = input_error(ingest_submission, path, "findings")
+    assert (error.path, error.row, error.field) == (str(path), "c2", "model_prediction")
+    assert "lone UTF-16 surrogate \\ud800 at character 9" in str(error)
+
+
+def test_a_lone_surrogate_in_a_case_id_names_the_entry(tmp_path):
+    path = tmp_path / "sub.json"
+    path.write_text('{"c1": {"model_prediction": "ok"}, "c\\udc00": {"model_prediction": "x"}}')
+    error = input_error(ingest_submission, path, "findings")
+    assert (error.field, error.row) == ("case_id", "c\\udc00")
+    assert "key of entry 1" in str(error)
+    str(error).encode("utf-8")  # the message itself can be printed
+
+
+def test_invalid_utf8_in_a_parquet_string_names_column_and_row(tmp_path):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = b"okbad\xed\xa0\x80"  # "ok", then "bad" + an encoded surrogate (not UTF-8)
+    offsets = pa.py_buffer(np.array([0, 2, 8], dtype=np.int32).tobytes())
+    hyp = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(data)])
+    path = tmp_path / "pairs.parquet"
+    pq.write_table(pa.table({"sample_id": ["a", "b"], "reference": ["r", "r"], "hypothesis": hyp}), path)
+    error = input_error(read_parquet_pairs, path, None)
+    assert (error.path, error.field, error.row) == (str(path), "hypothesis", 1)
+    assert "not valid UTF-8 (byte 0xed at offset 3)" in str(error)
+
+
+def test_an_encoded_surrogate_in_a_csv_is_not_utf8(tmp_path):
+    pred, gt = tmp_path / "pred.csv", tmp_path / "gt.csv"
+    pred.write_bytes(b"study_id,report\n1,ok\n2,bad \xed\xa0\x80\n")
+    gt.write_text("study_id,report\n1,r\n2,r\n")
+    error = input_error(read_csv_pair, pred, gt, "full")
+    assert error.path == str(pred) and "is not valid UTF-8: byte 0xed at offset 27 (line 3)" in str(error)
+
+
+# --- item 8: special files, and the size cap ---------------------------------------------------------
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "pipe.json"
+    os.mkfifo(path)
+    return path
+
+
+def test_a_fifo_submission_is_refused_without_blocking(fifo, tmp_path):
+    ended, error = finishes(lambda: ingest_submission(fifo, "findings"))
+    assert ended, "reading a FIFO blocked"
+    assert isinstance(error, InputError) and error.path == str(fifo)
+    assert "is a FIFO (named pipe), not a regular file" in str(error)
+    ended, error = finishes(lambda: read_csv_rows(fifo, ()))  # the meta-evaluation ratings' reader
+    assert ended and "is a FIFO (named pipe)" in str(error)
+
+
+def test_a_fifo_sheet_or_models_sheet_is_refused_without_blocking(fifo):
+    for call in (lambda: read_sheet(fifo, SHEET_COLUMNS), lambda: read_models_sheet(fifo)):
+        ended, error = finishes(call)
+        assert ended, "reading a FIFO blocked"
+        assert isinstance(error, ConfigError) and str(error).startswith(f"sheet {fifo} is a FIFO (named pipe)")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_dev_zero_and_a_link_to_it_are_refused(tmp_path):
+    link = tmp_path / "sub.json"
+    link.symlink_to("/dev/zero")
+    for path in ("/dev/zero", link):
+        ended, error = finishes(lambda: ingest_submission(path, "findings"))
+        assert ended and isinstance(error, InputError)
+        assert error.path == str(path) and "is a character device, not a regular file" in str(error)
+
+
+def test_files_over_the_size_cap_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(detect, "MAX_FILE_BYTES", 100)
+    path = tmp_path / "sub.json"
+    path.write_text(json.dumps({"c": {"model_prediction": "x" * 200}}))
+    error = input_error(ingest_submission, path, "findings")
+    assert "over the limit of 100 bytes" in str(error) and error.path == str(path)
+    with pytest.raises(ConfigError, match="over the limit of 100 bytes"):
+        read_sheet(sheet_file(tmp_path, ["m" * 30, "d" * 30, "p" * 30, "", ""]), SHEET_COLUMNS, SHEET_OPTIONAL)
+    assert detect.read_regular(path, head=10, limit=1000) == path.read_bytes()[:10]  # sniffing reads the head
+
+
+def test_a_fifo_named_by_the_sheet_or_the_config_is_refused_when_the_workflow_loads(workdir, tmp_path, monkeypatch,
+                                                                                   fifo):
+    sheet = sheet_file(tmp_path, ["careful", "demo_cxr", str(fifo), "", ""])
+    ended, error = finishes(lambda: plan_error(workdir, tmp_path, monkeypatch, submissions=sheet))
+    assert ended and error is None
+    monkeypatch.chdir(workdir)
+    with pytest.raises(ConfigError, match=rf"sheet {sheet}, row 1: path {fifo} is a FIFO \(named pipe\)"):
+        plan_of(workdir, tmp_path, submissions=sheet)
+    with pytest.raises(ConfigError, match=rf"config 'models': sheet {fifo} is a FIFO"):
+        plan_of(workdir, tmp_path, models=str(fifo))
+    with pytest.raises(ConfigError, match=rf"config file {fifo} is a FIFO"):
+        load_config_file(fifo)
+
+
+# --- item 9: config bounds, and what is checked when the workflow loads --------------------------------
+
+@pytest.mark.parametrize("override, where", [
+    ({"bootstrap": {"seed": 2**32}}, "['bootstrap']['seed']"),
+    ({"bootstrap": {"n": 10**11}}, "['bootstrap']['n']"),
+    ({"bootstrap": {"n": 1e11}}, "['bootstrap']['n']"),
+    ({"bootstrap": {"n": 100001}}, "['bootstrap']['n']"),
+    ({"metaeval": {"seed": 2**40}}, "['metaeval']['seed']"),
+    ({"metaeval": {"n_bootstrap": 10**9}}, "['metaeval']['n_bootstrap']"),
+    ({"max_report_chars": 10**12}, "['max_report_chars']"),
+    ({"shards": {"rouge": 10**9}}, "['shards']['rouge']"),
+])
+def test_schema_bounds(override, where):
+    with pytest.raises(ConfigError) as info:
+        validate_config({"submissions": "s.tsv", **override})
+    assert where in str(info.value) and "greater than the maximum" in str(info.value)
+
+
+def test_schema_bounds_accept_the_limits_and_whole_floats_become_ints():
+    config = validate_config({"submissions": "s.tsv", "bootstrap": {"n": 1.0e5, "seed": 2**32 - 1}})
+    assert config["bootstrap"]["n"] == 100000 and type(config["bootstrap"]["n"]) is int
+    assert config["bootstrap"]["seed"] == 2**32 - 1
+
+
+def test_a_fallback_rank_leaf_that_is_not_computed_is_refused_when_the_workflow_loads(workdir, tmp_path,
+                                                                                     monkeypatch):
+    message = plan_error(workdir, tmp_path, monkeypatch,
+                         leaderboard={"rank_by": "radcliq_v1", "fallback_rank_by": "bertscore"})
+    assert message.startswith("config 'leaderboard.rank_by' and 'leaderboard.fallback_rank_by': the findings "
+                              "leaderboards cannot be ranked: 'bertscore' and 'radcliq_v1' are not computed")
+    assert "compute ['bleu2', 'bleu4', 'rouge1', 'rouge2', 'rougeL']" in message
+    message = plan_error(workdir, tmp_path, monkeypatch, leaderboard={"fallback_rank_by": "blue2"})
+    assert message.startswith("config 'leaderboard.fallback_rank_by' names 'blue2', which is no metric's leaf")
+    monkeypatch.chdir(workdir)
+    plan_of(workdir, tmp_path, leaderboard={"rank_by": "rougeL", "fallback_rank_by": "bertscore"})  # rank_by is
+
+
+def test_models_sheet_is_read_when_the_workflow_loads(workdir, tmp_path, monkeypatch):
+    message = plan_error(workdir, tmp_path, monkeypatch, models="config/nowhere.tsv")
+    assert message == f"config 'models': sheet {workdir / 'config/nowhere.tsv'} does not exist"
+    models = tmp_path / "models.tsv"
+    models.write_text("model\tname\tinstitution\ncareful\tCareful\tLab\nhasty\t\"Hasty, v2\tLab\n")
+    message = plan_error(workdir, tmp_path, monkeypatch, models=str(models))
+    assert message.startswith(f"config 'models': sheet {models}, row 2 (line 3): a quote (\") opened in column "
+                              "'name' is not closed on this line")
+    monkeypatch.chdir(workdir)
+    assert plan_of(workdir, tmp_path).models_sheet["hasty"]["name"] == "Hasty-RRG (fictional)"
+
+
+def test_a_key_written_twice_in_the_config_names_file_line_and_key(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("submissions: s.tsv\nbootstrap:\n  n: 1000\n  seed: 1\n  n: 10\n")
+    with pytest.raises(ConfigError) as info:
+        read_config([path])
+    assert str(info.value) == (f"config file {path}, line 5: key 'bootstrap.n' is written twice in one mapping "
+                               "(also on line 3); YAML would keep the last silently: write it once")
+    path.write_text("submissions: s.tsv\ngeneration:\n  - {model: a, model: b}\n")
+    with pytest.raises(ConfigError, match=r"line 3: key 'generation\[0\].model' is written twice"):
+        read_config([path])
+    path.write_text('{"submissions": "a.tsv", "submissions": "b.tsv"}')  # JSON, as Snakemake reads it too
+    with pytest.raises(ConfigError, match="key 'submissions' appears twice"):
+        load_config_file(path)
+    path.write_text("base: &b {n: 1}\nbootstrap:\n  <<: *b\n  n: 2\n")  # a merge key may be overridden
+    assert load_config_file(path)["bootstrap"] == {"n": 2}
+
+
+@pytest.mark.workflow
+def test_snakemake_refuses_a_key_written_twice_in_its_configfile(workdir):
+    config = workdir / "config/config.yaml"
+    original = config.read_text()
+    try:
+        config.write_text(original + "\nempty_hypothesis: drop\n")  # the example config sets it already
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1"], cwd=workdir,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        config.write_text(original)
+    assert proc.returncode != 0
+    assert "key 'empty_hypothesis' is written twice in one mapping" in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    line = next(x for x in proc.stderr.splitlines() if "written twice" in x)
+    assert line.startswith("radrank: config file config/config.yaml, line ")
+
+
+# --- item 12: silent acceptances --------------------------------------------------------------------
+
+@pytest.mark.parametrize("age", [float("inf"), -5.0, 1e9, "inf", "-5"])
+def test_a_parquet_age_outside_a_plausible_range_names_file_row_and_field(tmp_path, age):
+    path = write_parquet(tmp_path / "pairs.parquet", {"sample_id": ["a", "b"], "reference": ["r", "r"],
+                                                       "hypothesis": ["h", "h"],
+                                                       "age": ["40", age] if isinstance(age, str) else [40.0, age]})
+    error = input_error(read_parquet_pairs, path, None)
+    assert (error.path, error.row, error.field) == (str(path), 1, "age")
+    assert "must be an age in years from 0 to 150" in str(error)
+
+
+def test_plausible_parquet_ages_and_implausible_context_ages(tmp_path):
+    path = write_parquet(tmp_path / "pairs.parquet", {"sample_id": ["a", "b", "c"], "reference": ["r"] * 3,
+                                                       "hypothesis": ["h"] * 3, "age": [0.5, 82.0, None]})
+    assert [r["age"] for r in read_parquet_pairs(path, None)] == [0.5, 82.0, None]
+    from radrank.context import parse_context
+
+    # the context string is free text: an implausible age there is missing, as an unreadable one is
+    for text in ("Age:-5.Gender:F.", "Age:inf.Gender:F.", "Age:1e9.Gender:F."):
+        context = parse_context(text)
+        assert context["age"] != context["age"] and context["sex"] == "F"
+    assert parse_context("Age:82.0.Gender:F.")["age"] == 82.0
+
+
+@pytest.mark.parametrize("ids, found", [([[0], [1]], "list"), ([{"a": 1}, {"a": 2}], "dict"),
+                                        ([1.5, 2.5], "float 1.5"), ([b"a", b"b"], "bytes")])
+def test_a_parquet_sample_id_that_is_not_text_or_an_integer_is_an_error(tmp_path, ids, found):
+    path = write_parquet(tmp_path / "pairs.parquet", {"sample_id": ids, "reference": ["r", "r"],
+                                                       "hypothesis": ["h", "h"]})
+    error = input_error(read_parquet_pairs, path, None)
+    assert (error.path, error.row, error.field) == (str(path), 0, "sample_id")
+    assert f"sample id must be text or an integer, found {found}" in str(error)
+
+
+def test_integer_parquet_sample_ids_are_their_digits(tmp_path):
+    path = write_parquet(tmp_path / "pairs.parquet", {"sample_id": [7, 8], "reference": ["r", "r"],
+                                                       "hypothesis": ["h", "h"]})
+    assert [r["sample_id"] for r in read_parquet_pairs(path, None)] == ["7", "8"]
+
+
+def test_a_parquet_context_that_is_not_text_is_an_error(tmp_path):
+    path = write_parquet(tmp_path / "pairs.parquet", {"sample_id": ["a", "b"], "reference": ["r", "r"],
+                                                       "hypothesis": ["h", "h"], "context": [{"a": 1}, {"a": 2}]})
+    error = input_error(read_parquet_pairs, path, None)
+    assert (error.path, error.row, error.field) == (str(path), 0, "context")
+    assert "must be text, found dict" in str(error)
+
+
+def test_a_reference_path_beside_a_rexrank_json_is_refused(workdir, tmp_path, monkeypatch):
+    sheet = sheet_file(tmp_path, ["careful", "demo_cxr", JSON_SUB, CSV_GT, ""])
+    message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
+    assert message == (f"sheet {sheet}, row 1: file {JSON_SUB}, field 'reference_path': is a ReXrank JSON "
+                       f"submission, which holds its own references: the reference_path {CSV_GT} given with it would "
+                       "be ignored; leave reference_path empty (it is the ground truth of a CSV submission)")
+    error = input_error(ingest_submission, workdir / JSON_SUB, "findings", reference_path=workdir / CSV_GT)
+    assert error.field == "reference_path"  # the Python API refuses it too
+    monkeypatch.chdir(workdir)
+    plan_of(workdir, tmp_path, submissions=sheet_file(tmp_path, ["careful", "demo_clinic", CSV_SUB, CSV_GT, ""]))
+
+
+def test_a_quoted_newline_in_a_sheet_cell_is_an_error_naming_the_line(tmp_path):
+    path = tmp_path / "subs.tsv"
+    path.write_text(SHEET_HEADER + "a\td\tx.json\t\t\n\"care\nful\"\td\ty.json\t\t\n")
+    with pytest.raises(ConfigError) as info:
+        read_sheet(path, SHEET_COLUMNS, SHEET_OPTIONAL)
+    assert str(info.value).startswith(f"sheet {path}, row 2 (line 3): a quote (\") opened in column 'model' is not "
+                                      "closed on this line; a cell cannot span lines")
+
+
+def test_a_symlink_loop_is_called_a_symlink_loop(workdir, tmp_path, monkeypatch):
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(tmp_path / "loop2.json")
+    (tmp_path / "loop2.json").symlink_to(loop)
+    error = input_error(ingest_submission, loop, "findings")
+    assert error.path == str(loop) and "is a symlink loop" in str(error)
+    with pytest.raises(ConfigError, match=rf"sheet {loop} is a symlink loop"):
+        read_sheet(loop, SHEET_COLUMNS)
+    sheet = sheet_file(tmp_path, ["careful", "demo_cxr", str(loop), "", ""])
+    message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
+    assert message.startswith(f"sheet {sheet}, row 1: path {loop} is a symlink loop")
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "gone.json")
+    assert f"is a symlink to {tmp_path / 'gone.json'}, which does not exist" in str(
+        input_error(ingest_submission, dangling, "findings"))
+
+
+def test_prediction_case_ids_that_disagree_with_the_ground_truth_are_an_error(tmp_path):
+    pred, gt = tmp_path / "pred.csv", tmp_path / "gt.csv"
+    gt.write_text("study_id,case_id,report\n1,c1,Lungs clear.\n2,c2,Effusion.\n")
+    pred.write_text("study_id,case_id,report\n1,c1,Clear.\n2,c7,Effusion.\n")
+    error = input_error(read_csv_pair, pred, gt, "full")
+    assert (error.path, error.row, error.field) == (str(pred), 3, "case_id")
+    assert f"case_id 'c7' of study_id 2 differs from the ground truth's 'c2' ({gt}, row 3)" in str(error)
+    pred.write_text("study_id,case_id,report\n2,c2,Effusion.\n1,c1,Clear.\n")  # same ids, any order: fine
+    matched, _ = read_csv_pair(pred, gt, "full")
+    assert [r["sample_id"] for r in matched] == ["c1", "c2"]
+
+
+def test_the_example_still_loads(workdir, tmp_path, monkeypatch):
+    monkeypatch.chdir(workdir)
+    plan = plan_of(workdir, tmp_path)
+    assert sorted(plan.models_sheet) == ["careful", "hasty", "template"]
+    df = read_sheet(workdir / "config/submissions.tsv", SHEET_COLUMNS, SHEET_OPTIONAL)
+    assert df.attrs["lines"] == [2, 3, 4, 5, 6, 7] and pd.api.types.is_object_dtype(df["model"])
