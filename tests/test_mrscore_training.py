@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import random
 
 import pandas as pd
@@ -300,7 +299,6 @@ def test_config_identity_per_stage_and_weight_refs():
                                                             "demo_models": True, "name": "d"}})
     assert demo.weight_refs() == [] and demo.rubric.verdict == "constrained"
     assert demo.train.base_model == "results/mrscore/d/demo-models/base"
-    assert not math.isnan(demo.pairs.margin_scale)
 
 
 def test_the_workflow_looks_for_every_training_model_at_load(monkeypatch):

@@ -106,6 +106,11 @@ class MRScoreSettings(Settings):
 TRAINED_FORMAT = "radrank-mrscore-1"
 TRAINED_FILE = "mrscore.json"
 PROMPT_FIELDS = ("prompt_template", "chat_template", "max_report_words", "max_length")
+
+
+def prompt_of(s) -> dict:
+    """The settings that decide what the reward model sees (a trained folder records them)."""
+    return {k: getattr(s, k) for k in PROMPT_FIELDS}
 # What a trained folder fixes: set beside it, they would describe another model.
 FIXED_BY_TRAINED = ("revision", "adapter", "head", "head_file", "trained")
 

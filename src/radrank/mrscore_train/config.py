@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from radrank.errors import ConfigError
+from radrank.metrics.mrscore import PROMPT_FIELDS, prompt_of
 from radrank.runtime import WeightRef
 from radrank.settings import Settings, scored, speed
 
 SECTION = "mrscore_training"
 OWNER = "MRScore training"
 DEFAULT_TIERS = ((0.0, 40.0), (40.0, 70.0), (70.0, 100.0))  # the paper's three tiers
-PROMPT_FIELDS = ("prompt_template", "chat_template", "max_report_words", "max_length")
 DEMO_MODELS = ("writer", "judge", "base")
 ROOT = "results/mrscore"  # + /<name>/: every stage's output
 
@@ -254,7 +254,7 @@ class TrainingConfig:
         if stage == "pairs":
             return self.pairs.identity()
         if stage == "train":
-            return {"train": self.train.identity(), "prompt": {k: getattr(self.prompt, k) for k in PROMPT_FIELDS}}
+            return {"train": self.train.identity(), "prompt": prompt_of(self.prompt)}
         if stage == "select":
             return self.selection.identity()
         raise KeyError(stage)

@@ -17,11 +17,10 @@ model is ``Findings: … Impression: …``.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from radrank.errors import InputError
-from radrank.text import is_missing, normalize_whitespace
+from radrank.text import clean, normalize_whitespace
 
 ID_COLUMNS = ("reference_id", "case_id", "study_id")
 COLUMNS = ("reference_id", "source", "row", "findings", "impression", "reference")
@@ -42,9 +41,7 @@ def _sections_of(report: str) -> tuple[str, str]:
 
 
 def _text(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)) or is_missing(value):
-        return ""
-    return normalize_whitespace(str(value))
+    return normalize_whitespace(clean(value))
 
 
 def _json_rows(path):

@@ -122,6 +122,8 @@ def _fmt(x, digits=3) -> str:
 
 def model_card(cfg, *, selection, state: dict, counts: dict, models: dict, item_set_description: str) -> str:
     """The Markdown card of the kept model: what it was trained on, how, and how well it agrees."""
+    from radrank.metrics.mrscore import prompt_of
+
     best = selection[selection["selected"]].iloc[0]
     trainable, total = state.get("trainable_parameters"), state.get("total_parameters")
     share = f" ({100 * trainable / total:.3f} % of {total:,})" if trainable and total else ""
@@ -193,8 +195,7 @@ def model_card(cfg, *, selection, state: dict, counts: dict, models: dict, item_
         "```json",
         json.dumps({"tiers": [[t.low, t.high] for t in cfg.tiers], "candidates": cfg.candidates.identity(),
                     "rubric": cfg.rubric.identity(), "pairs": cfg.pairs.identity(), "train": cfg.train.identity(),
-                    "prompt": {k: getattr(cfg.prompt, k) for k in ("prompt_template", "chat_template",
-                                                                    "max_report_words", "max_length")},
+                    "prompt": prompt_of(cfg.prompt),
                     "selection": cfg.selection.identity()}, indent=1, default=str),
         "```",
         "",

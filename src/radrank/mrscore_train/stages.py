@@ -187,14 +187,14 @@ class Train(Stage):
     def _launch(self, cfg, out_dir, train, validation):
         """torchrun on this job's GPUs, one process each (data parallel; radrank.mrscore_train.trainer)."""
         from radrank.mrscore_train import trainer
-        from radrank.mrscore_train.config import PROMPT_FIELDS
+        from radrank.metrics.mrscore import prompt_of
 
         data = out_dir / "launch"
         data.mkdir(exist_ok=True)
         io.write_parquet(train, data / "train.parquet", {})
         io.write_parquet(validation, data / "validation.parquet", {})
         (data / "settings.json").write_text(json.dumps(cfg.train.as_dict()))
-        (data / "prompt.json").write_text(json.dumps({k: getattr(cfg.prompt, k) for k in PROMPT_FIELDS}))
+        (data / "prompt.json").write_text(json.dumps(prompt_of(cfg.prompt)))
         cmd = trainer.launch_command(self.gpus, ["--pairs", data / "train.parquet", "--validation",
                                                  data / "validation.parquet", "--out", out_dir,
                                                  "--settings", data / "settings.json", "--prompt",

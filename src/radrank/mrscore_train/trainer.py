@@ -45,11 +45,12 @@ from typing import Callable, Literal
 
 from radrank.devices import DEVICE_DOC, check_device
 from radrank.errors import ConfigError, InputError
+from radrank.metrics.mrscore import TRAINED_FILE, TRAINED_FORMAT, prompt_of
 from radrank.settings import Settings, scored, speed
 
 logger = logging.getLogger("radrank")
 
-FORMAT = "radrank-mrscore-1"  # the exported model folder (mrscore.json "format")
+FORMAT = TRAINED_FORMAT  # the exported model folder, as the metric reads it
 STATE_FORMAT = "radrank-mrscore-train-1"
 WHERE = "mrscore_training.train"  # the config section of TrainSettings (messages name its keys)
 OWNER = "MRScore training"
@@ -58,7 +59,6 @@ STATE_FILE = "train_state.json"
 RUN_FILE = "train_run.json"  # what a run was started with: a resume must match it
 ADAPTER_DIR = "adapter"
 HEAD_FILE = "reward_head.safetensors"
-PROMPT_FIELDS = ("prompt_template", "chat_template", "max_report_words", "max_length")
 PAIR_COLUMNS = ("pair_id", "reference_id", "reference", "chosen", "rejected", "score_chosen", "score_rejected",
                 "margin")
 NEEDED_COLUMNS = ("pair_id", "reference", "chosen", "rejected", "margin")
@@ -407,7 +407,7 @@ def _write_json(path: Path, obj) -> None:
 
 def _run_identity(settings: TrainSettings, prompt, data: str, validation: str | None) -> dict:
     ident = {k: v for k, v in settings.identity().items() if k not in RESUMABLE}
-    return {"settings": ident, "prompt": {k: getattr(prompt, k) for k in PROMPT_FIELDS}, "train_data_sha256": data,
+    return {"settings": ident, "prompt": prompt_of(prompt), "train_data_sha256": data,
             "validation_data_sha256": validation}
 
 
@@ -675,7 +675,7 @@ def train(pairs, out_dir, settings: TrainSettings, prompt, *, validation=None,
                   "base_model": provenance(prep.info["resolved"]), "pad_token_id": prep.pad_id,
                   "device": prep.info["device"], "dtype": prep.info["dtype"], "world_size": prep.info["world_size"],
                   "gradient_checkpointing": prep.info["gradient_checkpointing"],
-                  "settings": settings.as_dict(), "prompt": {k: getattr(prompt, k) for k in PROMPT_FIELDS},
+                  "settings": settings.as_dict(), "prompt": prompt_of(prompt),
                   "data": {"train_sha256": prep.info["identity"]["train_data_sha256"],
                            "validation_sha256": prep.info["identity"]["validation_data_sha256"],
                            "longest_tokens": max(prep.train.longest,
@@ -779,9 +779,9 @@ def export_checkpoint(checkpoint_dir, out_dir, *, base_model: str, base_revision
     save_file(lora, str(adapter_dir / "adapter_model.safetensors"), metadata={"format": "pt"})
     save_file({"weight": weight, "bias": torch.zeros(1, dtype=torch.float32)}, str(out_dir / HEAD_FILE))
     meta = {"format": FORMAT, "base_model": base_model, "base_revision": base_revision,
-            "prompt": {k: getattr(prompt, k) for k in PROMPT_FIELDS}, "adapter": ADAPTER_DIR, "head": HEAD_FILE,
+            "prompt": prompt_of(prompt), "adapter": ADAPTER_DIR, "head": HEAD_FILE,
             **extra}
-    _write_json(out_dir / "mrscore.json", meta)
+    _write_json(out_dir / TRAINED_FILE, meta)
     if verify:
         verify_adapter(adapter_dir, meta_lm)
     return out_dir
