@@ -23,6 +23,11 @@ include: "rules/metaeval.smk"
 include: "rules/mrscore.smk"
 
 
+onstart:
+    # SIGTERM, Ctrl-C and SIGHUP stop the run within seconds, whatever a job is doing (radrank.workers)
+    workers.stop_on_signals(workflow)
+
+
 rule all:
     default_target: True
     input:

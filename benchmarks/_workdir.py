@@ -56,7 +56,8 @@ def make(work: Path, *, models: int, datasets: int, cases: int, metrics: list | 
             path = work / "subs" / f"ds{d}" / f"m{m:03d}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(entries))
-            rows.append(f"m{m:03d}\tds{d}\t{path.relative_to(work)}\t\t")
+            # absolute: read the same by every revision (relative sheet paths once meant the project folder)
+            rows.append(f"m{m:03d}\tds{d}\t{path.resolve()}\t\t")
     (work / "config/submissions.tsv").write_text("\n".join(rows) + "\n")
     config_path = work / "config/config.yaml"
     config = yaml.safe_load(config_path.read_text())

@@ -111,7 +111,9 @@ def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
         pairs_paths.append(str(folder / "pairs.parquet"))
         io.write_csv(pd.DataFrame({"sample_id": [], "reason": [], "action": []}), folder / "drops.csv")
         drops_paths.append(str(folder / "drops.csv"))
-    return {"scores": scores, "pairs": pairs_paths, "drops": drops_paths}
+    cases = pd.DataFrame({"sample_id": [f"case{i:05d}" for i in range(n_cases)], "n_submissions": n_models})
+    io.write_parquet(cases, tmp / "cases.parquet")  # the dataset's cases (rule cases)
+    return {"scores": scores, "pairs": pairs_paths, "drops": drops_paths, "cases": str(tmp / "cases.parquet")}
 
 
 def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
@@ -129,6 +131,7 @@ def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
         output = {name: str(folder / file) for name, file in (
             ("replicates", "replicates.parquet"), ("summary", "summary.parquet"),
             ("comparisons", "comparisons.parquet"), ("comparisons_csv", "comparisons.csv"),
+            ("coverage", "coverage.parquet"), ("rank_replicates", "rank_replicates.parquet"),
             ("model_files", "summary"))}
         got = measure({"job": "bootstrap", "job_params": params, "input": bootstrap_files(folder, n_models, n_cases),
                        "output": output, "metrics": list(LEXICAL)})

@@ -1,11 +1,13 @@
-"""Write docs/report.png: the example report (results/report/report.html of a finished
-`make example` run) as headless Chromium shows it at 1400 px.
+"""Write docs/report.png: a page of the example report (by default its demo_cxr findings page,
+results/report/demo_cxr_findings.html of a finished `make example` run: the leaderboard and the first
+figures) as headless Chromium shows it at 1400 px.
 
-Usage: python docs/screenshot.py [WORKDIR]   (default: the repository root)
+Usage: python docs/screenshot.py [WORKDIR] [--page report.html]   (default: the repository root)
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 import tempfile
@@ -15,11 +17,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from _browser import render  # noqa: E402
 
+PAGE = "demo_cxr_findings.html"
+
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    workdir = Path(argv[0]) if argv else REPO
-    page = workdir / "results/report/report.html"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workdir", nargs="?", default=str(REPO))
+    parser.add_argument("--page", default=PAGE, help=f"a page in results/report/ (default {PAGE}; the index: "
+                                                     "report.html)")
+    args = parser.parse_args(argv)
+    page = Path(args.workdir) / "results/report" / args.page
     if not page.is_file():
         sys.exit(f"{page} does not exist: run `make example` (or snakemake) first")
     work = Path(tempfile.mkdtemp(prefix="radrank-shot-"))

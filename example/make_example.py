@@ -103,6 +103,10 @@ def main():
                          "section_impression": s["impression"], "model_prediction": pred,
                          "image_path": [f"images/{case}/frontal.png"]}
         (out / f"{model}.json").write_text(json.dumps(sub, indent=1) + "\n", encoding="utf-8")
+    # the dataset's canonical references (config references.files): every submission is checked against them
+    truth = {case: {"context": s["context"], "section_findings": s["findings"], "section_impression": s["impression"],
+                    "image_path": [f"images/{case}/frontal.png"]} for case, s in studies.items()}
+    (out / "ground_truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
 
     # demo_clinic: CSV pairs
     out = HERE / "demo_clinic"

@@ -1,6 +1,7 @@
 import atexit
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 # Rule scripts and input functions import the package from this checkout, so the
 # workflow and its library can never be of different versions.
@@ -22,6 +23,8 @@ try:
     PLAN = Plan.load(validate_config(config), digest_memo=".snakemake/radrank/digests.json")
 except RadrankError as e:
     sys.exit(f"radrank: {e}")  # the one clear message, without a traceback
+for warning in PLAN.warnings:
+    print(f"radrank: warning: {warning}", file=sys.stderr)
 atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
 
 
@@ -37,6 +40,7 @@ wildcard_constraints:
 # --- paths -------------------------------------------------------------------------------------------
 PAIRS = "results/pairs/{dataset}/{split}/{model}.parquet"
 DROPS = "results/pairs/{dataset}/{split}/{model}.drops.csv"
+CASES = "results/cases/{dataset}/{split}.parquet"  # the dataset's cases, once its submissions agree (rule cases)
 SCORES = "results/scores/{dataset}/{split}/{model}/{metric}.parquet"
 SCORE_SHARD = "results/scores/{dataset}/{split}/.shards/{metric}/{shard}.parquet"  # a group's slice of its pairs
 STATS = "results/stats/{dataset}/{split}"
@@ -70,7 +74,14 @@ def submission_files(w):
     if sub.generation is not None:
         generated = GENERATED.format(**w)
         return {"submission": f"{generated}.parquet", "generated_drops": f"{generated}.drops.csv"}
-    return {"submission": sub.path, **({"reference": sub.reference_path} if sub.reference_path else {})}
+    return {"submission": sub.path, **({"reference": sub.reference_path} if sub.reference_path else {}),
+            **canonical_file(w)}
+
+
+def canonical_file(w):
+    """The dataset's canonical references (config references.files), if it names them."""
+    path = PLAN.canonical_references.get(w.dataset)
+    return {"canonical": path} if path else {}
 
 
 def group_score_files(r):
@@ -83,7 +94,9 @@ def group_score_files(r):
 
     count = PLAN.shards(r.metric)
     shard = SCORE_SHARD.format(**group, metric=r.metric, shard="{shard}")
-    return {"input": {"pairs": per_model(PAIRS),
+    # a group's cases are checked (rule cases) before any of its pairs is scored
+    checked = {} if r.split == metaeval.SPLIT else {"cases": CASES.format(**group)}
+    return {"input": {"pairs": per_model(PAIRS), **checked,
                       **{req: per_model(SCORES, metric=req) for req in metrics.get(r.metric).requires}},
             "scores": per_model(SCORES, metric=r.metric), "shard": shard,
             "shards": [shard.format(shard=f"{i}-of-{count}") for i in range(count)]}
@@ -109,6 +122,16 @@ def report_inputs(w):
                                               *(SCORES.format(**g, model=m, metric=x) for x in metric_names))]
     files["metaeval"] = [f"{METAEVAL}/agreement.csv".format(metaeval_set=s) for s in PLAN.metaeval_sets]
     return files
+
+
+def report_pages():
+    """The file names of the group pages beside report.html, in page order (jobs.Report.page_name)."""
+    return [jobs.Report.page_name(dataset, split) for dataset, split, *_ in PLAN.report_groups()]
+
+
+def threaded(params, threads):
+    """A job's params with the threads Snakemake gave it (``processes``): how many build at once, no identity."""
+    return SimpleNamespace(job={**params.job, "processes": threads})
 
 
 def metaeval_scores(w):

@@ -16,3 +16,23 @@ rule ingest:
         runtime=10,
     run:
         workers.run_in_process(jobs.Ingest, rule, params, input, output, log, config, workflow)
+
+
+rule cases:
+    """A dataset × split's cases, once every submission's references agree (with each other, or with the
+    dataset's canonical references) and no two case ids are near-duplicates; every scoring job waits for it."""
+    input:
+        unpack(lambda w: {"pairs": each_model(PAIRS, w), **canonical_file(w)}),
+    output:
+        cases=CASES,
+    log:
+        "logs/cases/{dataset}/{split}.log",
+    wildcard_constraints:
+        split="findings|reports|vqa",
+    params:
+        job=lambda w: PLAN.cases_job(w.dataset, w.split).params(),
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    run:
+        workers.run_in_process(jobs.Cases, rule, params, input, output, log, config, workflow)

@@ -3,7 +3,8 @@ rule leaderboard:
     rank distribution over the shared bootstrap resamples."""
     input:
         summary=f"{STATS}/summary.parquet",
-        replicates=f"{STATS}/replicates.parquet",
+        rank_replicates=f"{STATS}/rank_replicates.parquet",
+        coverage=f"{STATS}/coverage.parquet",
         comparisons=f"{STATS}/comparisons.parquet",
         drops=lambda w: each_model(DROPS, w),
         **({"models_sheet": config["models"]} if config["models"] else {}),

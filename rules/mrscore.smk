@@ -7,7 +7,7 @@
 if PLAN.mrscore is None:
 
     rule mrscore_train:
-        """Target: train MRScore; without the config section, one line saying so (README: "Training MRScore")."""
+        """Target: train MRScore; without the config section, one line saying so (docs/mrscore-training.md)."""
         input:
             lambda w: PLAN.mrscore_targets(),
 

@@ -1,5 +1,6 @@
 rule report:
-    """The report people open first (plots, rank uncertainty, drill-down to the cases) over every leaderboard."""
+    """The report people open first (plots, rank uncertainty, drill-down to the cases) over every leaderboard:
+    an index page and one page per dataset × split (the groups are known when the DAG is built)."""
     input:
         unpack(report_inputs),
     output:
@@ -9,6 +10,15 @@ rule report:
             caption="../report/report.rst",
             category="Report",
         ),
+        pages=[
+            report(
+                f"{REPORT}/{page}",
+                caption="../report/page.rst",
+                category="Report",
+                subcategory="Dataset × split pages",
+            )
+            for page in report_pages()
+        ],
         figures=report(
             directory(f"{REPORT}/figures"),
             patterns=["{dataset}/{split}/{figure}.svg"],
@@ -21,8 +31,11 @@ rule report:
         "logs/report.log",
     params:
         job=PLAN.report_job().params(),
+    # the groups' pages are built two at a time, each in a process of its own (Snakemake gives fewer threads
+    # when it has fewer cores); the number is no param: the pages are the same however many build them
+    threads: 2
     resources:
         mem_mb=PerAttempt(PLAN.report_mem_mb()),
         runtime=30,
     run:
-        workers.run_in_process(jobs.Report, rule, params, input, output, log, config, workflow)
+        workers.run_in_process(jobs.Report, rule, threaded(params, threads), input, output, log, config, workflow)

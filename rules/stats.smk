@@ -5,8 +5,11 @@ rule bootstrap:
     input:
         scores=group_scores,
         drops=lambda w: each_model(DROPS, w),
+        cases=CASES,
     output:
         replicates=f"{STATS}/replicates.parquet",
+        coverage=f"{STATS}/coverage.parquet",
+        rank_replicates=f"{STATS}/rank_replicates.parquet",
         summary=f"{STATS}/summary.parquet",
         comparisons=f"{STATS}/comparisons.parquet",
         comparisons_csv=f"{STATS}/comparisons.csv",

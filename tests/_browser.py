@@ -59,10 +59,17 @@ def page_requests(net_log: Path) -> list[str]:
     return sorted(urls)
 
 
-def render(page: Path, work: Path, width: int = 1400, height: int = 900) -> dict:
+MEASURED = "rr-measured"  # the id of the element the measuring script writes its JSON result into
+
+
+def render(page: Path, work: Path, width: int = 1400, height: int = 900, measure: str | None = None) -> dict:
     """Load ``page`` twice: the DOM after scripts ran, and a screenshot; both with a net log.
 
-    Returns {"dom": str, "screenshot": Path, "requests": [every URL the page requested]}.
+    ``measure``: a JavaScript expression evaluated in the page once it has loaded and laid out at ``width`` ×
+    ``height`` (a third load, of a copy of the page with one more inline script that writes the expression's value
+    as JSON into the DOM); its value is returned as "measured".
+
+    Returns {"dom": str, "screenshot": Path, "requests": [every URL the page requested], "measured": value or None}.
     """
     work.mkdir(parents=True, exist_ok=True)
     url = page.resolve().as_uri()
@@ -70,4 +77,21 @@ def render(page: Path, work: Path, width: int = 1400, height: int = 900) -> dict
     dom = _run([f"--log-net-log={dom_log}", "--virtual-time-budget=3000", "--dump-dom", url], work).stdout
     shot = work / "screenshot.png"
     _run([f"--log-net-log={shot_log}", f"--window-size={width},{height}", f"--screenshot={shot}", url], work)
-    return {"dom": dom, "screenshot": shot, "requests": sorted(set(page_requests(dom_log)) | set(page_requests(shot_log)))}
+    measured = None
+    if measure is not None:
+        copy = work / f"measured-{page.name}"
+        probe = (f"<script>window.addEventListener('load',function(){{var out=document.createElement('pre');"
+                 f"out.id='{MEASURED}';out.textContent=JSON.stringify(({measure}));document.body.appendChild(out)}});"
+                 "</script>")
+        copy.write_text(page.read_text(encoding="utf-8").replace("</body>", probe + "</body>", 1), encoding="utf-8")
+        out = _run([f"--window-size={width},{height}", "--virtual-time-budget=3000", "--dump-dom",
+                    copy.resolve().as_uri()], work).stdout
+        import html
+        import re
+
+        found = re.search(rf'<pre id="{MEASURED}">(.*?)</pre>', out, re.S)
+        if not found:
+            raise RuntimeError(f"the measuring script wrote nothing into {copy}")
+        measured = json.loads(html.unescape(found.group(1)))
+    requests = sorted(set(page_requests(dom_log)) | set(page_requests(shot_log)))
+    return {"dom": dom, "screenshot": shot, "requests": requests, "measured": measured}

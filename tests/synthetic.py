@@ -303,20 +303,29 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
             entries[model] = {"pairs": str(pairs_path), "drops": str(drops_path), "scores": scores}
             score_paths[model] = list(scores.values())
         files = jobs.Files
+        cases = root / f"results/cases/{dataset}/{split}.parquet"
+        jobs.Cases(dataset=dataset, split=split, models=tuple(models), missing_section="drop",
+                   ref_section="full").run(files(pairs=[entries[m]["pairs"] for m in models]), files(cases=cases))
         jobs.Bootstrap(dataset=dataset, split=split, models=tuple(models), metrics=tuple(metric_names), n=n_boot,
                        seed=seed, level=level).run(
-            files(scores=[p for m in models for p in score_paths[m]], drops=[entries[m]["drops"] for m in models]),
-            files(replicates=stats / "replicates.parquet", summary=stats / "summary.parquet",
-                  comparisons=stats / "comparisons.parquet", comparisons_csv=stats / "comparisons.csv",
-                  model_files=root / f"results/summary/{dataset}/{split}"))
+            files(scores=[p for m in models for p in score_paths[m]], drops=[entries[m]["drops"] for m in models],
+                  cases=str(cases)),
+            files(**stats_outputs(stats), model_files=root / f"results/summary/{dataset}/{split}"))
         board = root / f"results/leaderboard/{dataset}_{split}.csv"
         jobs.Leaderboard(dataset=dataset, split=split, models=tuple(models), rank_by="radcliq_v1",
                          fallback_rank_by="bleu2", decimals=3, level=level).run(
-            files(summary=stats / "summary.parquet", replicates=stats / "replicates.parquet",
-                  comparisons=stats / "comparisons.parquet", drops=[entries[m]["drops"] for m in models],
-                  models_sheet=str(sheet)),
+            files(summary=stats / "summary.parquet", rank_replicates=stats / "rank_replicates.parquet",
+                  coverage=stats / "coverage.parquet", comparisons=stats / "comparisons.parquet",
+                  drops=[entries[m]["drops"] for m in models], models_sheet=str(sheet)),
             files(board=board, ranks=stats / "ranks.parquet"))
-        layout.append({**group, "leaderboard": str(board), "ranks": str(stats / "ranks.parquet"),
+        layout.append({**group, "leaderboard": str(board), "ranks": str(stats / "ranks.parquet"), "cases": str(cases),
                        "summary": str(stats / "summary.parquet"), "comparisons": str(stats / "comparisons.parquet"),
                        "models": entries})
     return layout
+
+
+def stats_outputs(stats: Path) -> dict:
+    """The statistics job's files in folder ``stats`` (rules/stats.smk), but for its per-model folder."""
+    return {"replicates": stats / "replicates.parquet", "summary": stats / "summary.parquet",
+            "comparisons": stats / "comparisons.parquet", "comparisons_csv": stats / "comparisons.csv",
+            "coverage": stats / "coverage.parquet", "rank_replicates": stats / "rank_replicates.parquet"}

@@ -32,13 +32,14 @@ def test_results_lists_every_leaderboard_and_the_report_with_absolute_paths(work
     for name in ("demo_cxr_findings.csv", "demo_cxr_reports.csv", "demo_clinic_findings.csv"):
         assert f"{workdir / 'results/leaderboard' / name}  (not built yet)" in out.stdout
     assert f"{workdir / 'results/report/report.md'}  (not built yet)" in out.stdout
-    assert "5 file(s) not built yet" in out.stdout
+    assert "Leaderboards (3: one per dataset x split of this config) and the report (2 files):" in out.stdout
+    assert "5 of the 5 files this config expects are not built yet" in out.stdout
     built = workdir / "results/leaderboard/demo_cxr_findings.csv"
     built.parent.mkdir(parents=True)
     built.write_text("Rank\n")
     try:
         out = radrank("results", cwd=workdir)
-        assert f"  {built}\n" in out.stdout and "4 file(s) not built yet" in out.stdout
+        assert f"  {built}\n" in out.stdout and "4 of the 5 files this config expects are not built yet" in out.stdout
     finally:
         built.unlink()
 
@@ -48,9 +49,31 @@ def test_status_says_what_would_run(workdir):
     out = radrank("status", cwd=workdir)
     assert out.returncode == 0, out.stderr
     assert "Environments the config needs" in out.stdout and "  core " in out.stdout
-    assert "Results: 0 of 5 final files exist" in out.stdout
+    # each count says what it counts, of how many this config expects
+    assert ("  leaderboards: 0 of 3 exist (one per dataset × split; results/leaderboard/<dataset>_<split>.csv)"
+            in out.stdout), out.stdout
+    assert "  report files: 0 of 2 exist (results/report/report.md, results/report/report.html)" in out.stdout
+    assert ("  meta-evaluation sets: 0 of 2 scored (radpref, radjudge; results/metaeval/<set>/agreement.csv)"
+            in out.stdout)
     table = out.stdout.split("What would run (`radrank run` starts it):\n", 1)[1]
     assert "ingest" in table and "report" in table and table.strip().splitlines()[-1].split()[0] == "total"
+
+
+@pytest.mark.workflow  # a Snakemake dry run
+def test_status_reports_the_checkout_it_runs_in_not_the_one_radrank_came_from(workdir):
+    """This `radrank` runs the code of REPO (PYTHONPATH, as an editable install from another checkout would);
+    run in the workdir, it reports the workdir's .venvs and says whose code it runs."""
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO / "src")}
+    env.pop("RADRANK_ENVS_DIR", None)  # the default: each checkout's own .venvs
+    out = subprocess.run([sys.executable, "-m", "radrank.cli", "status"], cwd=workdir, capture_output=True,
+                         text=True, env=env)
+    assert out.returncode in (0, 1), out.stderr  # 1: the dry run may fail; the environments are said first
+    assert f"Checkout: {workdir} (config: config/config.yaml)" in out.stdout
+    assert f"Environments the config needs (venv route), in {workdir / '.venvs'}:" in out.stdout
+    assert f"  core           not built  {workdir / '.venvs/core'}" in out.stdout
+    section = out.stdout.split("Environments the config needs", 1)[1].split("Results of this config", 1)[0]
+    assert str(REPO / ".venvs") not in section
+    assert f"was installed from another checkout and runs its code, {REPO / 'src'}" in out.stdout
 
 
 @pytest.mark.workflow  # a Snakemake dry run

@@ -109,8 +109,9 @@ def test_every_metric_family_and_every_rule_has_both_routes():
         assert all(c == m for c, m in condas), f"{path.name}: {condas}"
         assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
         for call in re.findall(r"run:\n\s*(.*)", text):
-            pattern = (r"workers\.run_in_process\((jobs|mrscore_stages)\.\w+, rule, params, input, output, log, "
-                       r"config, workflow\)")
+            # (the report's job also gets the threads it was given: rules/common.smk `threaded`)
+            pattern = (r"workers\.run_in_process\((jobs|mrscore_stages)\.\w+, rule, (params|threaded\(params, "
+                       r"threads\)), input, output, log, config, workflow\)")
             assert re.fullmatch(pattern, call), call
 
 
@@ -331,6 +332,28 @@ def test_a_missing_model_stops_the_wrapper_before_any_family_is_built(tmp_path, 
     with pytest.raises(envs.EnvError, match=r"metric 'bertscore': model 'distilroberta-base' is not available"):
         envs.snakemake(["--cores", "1", "-n", "--configfile", str(custom)])
     assert built == ["core"]
+
+
+def test_make_example_with_a_missing_model_says_so_in_one_message_before_any_family_is_built(tmp_path):
+    """What `make example` prints when the config turns on a model metric whose weights are not here: the
+    preflight's message, naming the model, its config key and both download commands, with no traceback line;
+    no family besides core is built and Snakemake is never started."""
+    envs.build("core")
+    custom = tmp_path / "config.yaml"
+    custom.write_text(re.sub(r"(?m)^metrics:.*$", "metrics: [bleu2, bertscore]",
+                             (REPO / "config/config.yaml").read_text()))
+    env = {k: v for k, v in os.environ.items() if k != "RADRANK_WEIGHTS_CHECK"}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, str(ENVS_PY), "snakemake", "--profile", "profiles/venv", "--cores", "1",
+                           "--configfile", str(custom)], cwd=REPO, capture_output=True, text=True, env=env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "[radrank.envs] error: 1 model(s) the config needs are not available locally" in out
+    assert "metric 'bertscore': model 'distilroberta-base'" in out and "metric_settings.bertscore.model" in out
+    assert "`hf download distilroberta-base`" in out and "`huggingface-cli download distilroberta-base`" in out
+    assert "Traceback" not in out and 'File "' not in out, out
+    assert re.findall(r"\[radrank\.envs\] (\S+): (?:built|up to date)", out) == ["core"], out
+    assert "snakemake --profile" not in out  # Snakemake was never started
 
 
 # --- the project inside the core env; system packages ----------------------------------------------

@@ -43,7 +43,11 @@ def test_fallback_ranking_is_stated_and_ties_share_a_rank():
     assert list(board["model"]) == ["b", "a", "c"]
     assert list(board["Rank"]) == [1, 2, 2]
     assert "radcliq_v1 was not computed, so the table is ranked by bleu2" in board["Ranked by"].iloc[0]
-    assert board["1/RadCliQ-v1"].isna().all() and board["BertScore"].isna().all()
+    # the metrics that were run, by default; ReXrank's whole column set on request, empty where not run
+    assert "BLEU" in board.columns and "1/RadCliQ-v1" not in board.columns and "BertScore" not in board.columns
+    full = build_leaderboard(s, {}, None, rank_by="radcliq_v1", fallback_rank_by="bleu2", columns="rexrank")
+    assert full["1/RadCliQ-v1"].isna().all() and full["BertScore"].isna().all()
+    assert [c for c in full.columns if c in board.columns] == list(board.columns)
 
 
 def test_unrankable_without_either_metric():

@@ -44,12 +44,14 @@ def test_missing_sheet_and_missing_submission_name_sheet_and_row(workdir, tmp_pa
     monkeypatch.chdir(workdir)
     with pytest.raises(ConfigError, match="config/nowhere.tsv does not exist"):
         plan_of(workdir, tmp_path, submissions="config/nowhere.tsv")
-    sheet = tmp_path / "subs.tsv"
+    sheet = workdir / "config/subs-v2.tsv"  # beside the example's sheet: its relative paths read the same
     sheet.write_text((workdir / "config/submissions.tsv").read_text().replace("example/demo_cxr/hasty.json",
                                                                              "example/demo_cxr/hasty-v2.json"))
     with pytest.raises(ConfigError) as info:
         plan_of(workdir, tmp_path, submissions=str(sheet))
-    assert f"sheet {sheet}, row 2: path example/demo_cxr/hasty-v2.json does not exist" in str(info.value)
+    resolved = workdir.resolve() / "example/demo_cxr/hasty-v2.json"  # the cell, read from the sheet's folder
+    assert str(info.value) == (f"sheet {sheet}, row 2: path ../example/demo_cxr/hasty-v2.json (read from the "
+                               f"sheet's folder as {resolved}) does not exist")
 
 
 def test_the_example_plan(workdir, tmp_path, monkeypatch):

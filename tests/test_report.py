@@ -1,10 +1,12 @@
-"""The report page from synthetic workflow outputs: content, determinism, offline-ness, drill-down,
-judges' explanations, the meta-evaluation slot."""
+"""The report from synthetic workflow outputs: an index page and one page per dataset × split; content,
+determinism (also when the pages are built in parallel processes), offline-ness, drill-down, judges'
+explanations, paged long tables, the leaderboard's coverage and flags, provenance, the meta-evaluation slot."""
 
 from __future__ import annotations
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -13,35 +15,49 @@ import pytest
 
 from synthetic import write_workflow_outputs  # noqa: E402
 
-from radrank import jobs  # noqa: E402
-from radrank.report import load_group, render_report  # noqa: E402
+from radrank import io, jobs  # noqa: E402
+from radrank.report import load_group, render_group, render_report  # noqa: E402
 from radrank.report.data import SampleColumn, sample_columns, select_cases  # noqa: E402
+from radrank.report.page import PAGE_ROWS, script_json  # noqa: E402
 from radrank.metrics.crimson import crimson_errors  # noqa: E402
-from radrank.report.sections import kendall_matrix  # noqa: E402
+from radrank.report.sections import kendall_matrix, per_sample_rows  # noqa: E402
 
 METRICS = ("bleu2", "bleu4", "rouge", "radcliq", "green", "crimson")
 BOOT = {"n": 200, "seed": 0, "level": 0.95}
 FIGURES_PER_GROUP = 5  # ranks, forest, comparisons, agreement, distributions
+SPLITS = ("findings", "reports")
+PAGES = tuple(f"synthetic_{s}.html" for s in SPLITS)
 
 
 @pytest.fixture(scope="module")
 def layout(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
-    return write_workflow_outputs(root, n_models=5, n_cases=60, splits=("findings", "reports"),
-                                  metric_names=METRICS, n_boot=BOOT["n"])
+    return write_workflow_outputs(root, n_models=5, n_cases=60, splits=SPLITS, metric_names=METRICS, n_boot=BOOT["n"])
 
 
 @pytest.fixture(scope="module")
 def rendered(layout, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
-    write_report(layout, out / "report.md", out / "report.html", out / "figures")
+    write_report(layout, out)
     return out
 
 
-def write_report(layout, markdown, html, figures):
-    """The workflow's report job on an explicit layout."""
-    job = jobs.Report.of_layout(layout, bootstrap=BOOT, empty_hypothesis="score", cases=3)
-    job.write(layout, [], jobs.Files(markdown=markdown, html=html, figures=figures))
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """A leaderboard of 12 models: 66 pairs, more than a page of the all-pairs table."""
+    root = tmp_path_factory.mktemp("many")
+    return write_workflow_outputs(root, n_models=12, n_cases=30, metric_names=("bleu2", "rouge"), n_boot=50)
+
+
+def write_report(layout, out, processes=1):
+    """The workflow's report job on an explicit layout, its files in ``out``."""
+    job = jobs.Report.of_layout(layout, bootstrap=BOOT, empty_hypothesis="score", cases=3, processes=processes)
+    job.write(layout, [], job.outputs(out))
+    return job
+
+
+def read(out, name) -> str:
+    return (out / name).read_text()
 
 
 def metaeval_table(name="rexval"):
@@ -53,42 +69,56 @@ def metaeval_table(name="rexval"):
                          "human_ceiling": 0.7, "headline": True})
             rows.append({"set": name, "metric": metric, "label": label, "measure": "Pearson r", "group": group,
                          "estimate": est + 0.05, "ci_lower": est - 0.05, "ci_upper": est + 0.15, "n": 200,
-                         "n_ties": 0, "human_ceiling": np.nan, "headline": False})
+                         "n_ties": np.nan, "human_ceiling": np.nan, "headline": False})  # no ties for Pearson's r
     return pd.DataFrame(rows)
 
 
-def test_outputs_and_figure_files(rendered):
-    html = (rendered / "report.html").read_text()
+def test_index_and_one_page_per_group_with_their_figures(rendered):
+    assert sorted(p.name for p in rendered.glob("*.html")) == sorted(("report.html", *PAGES))
     figures = sorted(str(p.relative_to(rendered / "figures")) for p in (rendered / "figures").rglob("*.svg"))
-    assert figures == sorted(f"synthetic/{s}/{f}.svg" for s in ("findings", "reports")
+    assert figures == sorted(f"synthetic/{s}/{f}.svg" for s in SPLITS
                              for f in ("ranks", "forest", "comparisons", "agreement", "distributions"))
-    assert html.count("<svg ") == 2 * FIGURES_PER_GROUP
-    for name in figures:  # the page inlines exactly the SVG written beside it
-        assert (rendered / "figures" / name).read_text() in html
+    index = read(rendered, "report.html")
+    assert index.count("<svg ") == 0  # the groups' figures are on their pages
+    for split, page in zip(SPLITS, PAGES):
+        html = read(rendered, page)
+        assert html.count("<svg ") == FIGURES_PER_GROUP
+        for name in (f for f in figures if f.startswith(f"synthetic/{split}/")):  # each page inlines its own
+            assert (rendered / "figures" / name).read_text() in html
+        assert f'href="{page}"' in index  # the index links every page
+        assert 'href="report.html"' in html  # and every page the index
+    assert "Worst and best cases" not in index and "Drop lists" not in index  # the long parts are on the pages
 
 
-def test_page_is_self_contained_and_offline(rendered):
-    html = (rendered / "report.html").read_text()
-    assert html.startswith("<!doctype html>")
-    assert "Content-Security-Policy" in html and "default-src 'none'" in html
-    assert not re.search(r"\bsrc\s*=", html, re.I)  # nothing embedded by reference
-    assert not re.search(r"""\b(?:href|xlink:href)\s*=\s*["']?(?:https?:)?//""", html, re.I)
-    assert "<link" not in html and "@import" not in html and "url(http" not in html
-    # every in-page link has a target
-    ids = set(re.findall(r'\bid="([^"]+)"', html))
-    assert {a for a in re.findall(r'href="#([^"]+)"', html)} <= ids
-    assert len(ids) == len(re.findall(r'\bid="([^"]+)"', html))  # no id twice (figures are prefixed)
+def test_pages_are_self_contained_offline_and_linked(rendered):
+    pages = {p.name: p.read_text() for p in rendered.glob("*.html")}
+    ids = {name: re.findall(r'\bid="([^"]+)"', html) for name, html in pages.items()}
+    for name, html in pages.items():
+        assert html.startswith("<!doctype html>")
+        assert "Content-Security-Policy" in html and "default-src 'none'" in html
+        assert not re.search(r"\bsrc\s*=", html, re.I)  # nothing embedded by reference
+        assert not re.search(r"""\b(?:href|xlink:href)\s*=\s*["']?(?:https?:)?//""", html, re.I)
+        assert "<link" not in html and "@import" not in html and "url(http" not in html
+        assert len(ids[name]) == len(set(ids[name]))  # no id twice (figures are prefixed)
+        for target in re.findall(r'href="([^"]*)"', html):  # every link to a page of the report has its target
+            if target.endswith(".csv") or target.startswith("data:image/png;base64,"):  # drop lists; a heat map
+                continue
+            page, _, anchor = target.partition("#")
+            assert page in ("", *pages), (name, target)
+            assert not anchor or anchor in ids[page or name], (name, target)
 
 
-def test_rerender_is_byte_identical(layout, rendered, tmp_path):
-    write_report(layout, tmp_path / "r.md", tmp_path / "r.html", tmp_path / "figures")
-    assert (tmp_path / "r.html").read_bytes() == (rendered / "report.html").read_bytes()
-    assert (tmp_path / "r.md").read_bytes() == (rendered / "report.md").read_bytes()
+def test_rerender_is_byte_identical_also_in_parallel_processes(layout, rendered, tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs.Report, "PARALLEL_MIN_ENTRIES", 0)  # two spawned processes even for this small report
+    write_report(layout, tmp_path, processes=2)
+    files = sorted(str(p.relative_to(rendered)) for p in rendered.rglob("*") if p.is_file())
+    assert files == sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    for name in files:
+        assert (tmp_path / name).read_bytes() == (rendered / name).read_bytes(), name
 
 
 def test_content_names_and_corrections(layout, rendered):
-    html = (rendered / "report.html").read_text()
-    md = (rendered / "report.md").read_text()
+    index, html, md = read(rendered, "report.html"), read(rendered, PAGES[0]), read(rendered, "report.md")
     board = pd.read_csv(layout[0]["leaderboard"])
     names = list(board["Model Name"])
     assert "Holm" in html and "Kendall" in html
@@ -97,16 +127,19 @@ def test_content_names_and_corrections(layout, rendered):
     assert "model_00" not in re.sub(r"\]\(https://example\.org/model_\d+\)", "]", md)
     assert "Ranked by RadCliQ-v1 (radcliq_v1) mean, lower is better" in md
     assert "All 10 pairs with Holm-adjusted p-values" in html
-    for column in ("Rank CI", "P(rank=1)", "Tied with"):
-        assert f"<th>{column}</th>" in html or f'<th class="t">{column}</th>' in html
-    assert "Provenance" in html and "exact paired bootstrap" in html
+    for column in ("Rank", "P(rank=1)", "Tied with", "Coverage"):
+        assert re.search(rf"<th[^>]*>{re.escape(column)}</th>", html), column
+    assert "Provenance" in html and "Provenance" in index and "exact paired bootstrap" in index
+    for name in names:  # the index shows every leaderboard at a glance (5 models: all of them)
+        assert name in index
+    assert all(page in md for page in PAGES)  # the summary names the pages
 
 
 def test_drill_down_cases_are_each_models_extremes_with_judges(layout, rendered):
     group = load_group(layout[0], cases=3)
     rank_col = group.rank_column()
     assert rank_col.column == "radcliq_v1" and not rank_col.higher_is_better
-    html = (rendered / "report.html").read_text()
+    html = read(rendered, PAGES[0])
     for model in group.order:
         values = group.values[group.values["model"] == model].dropna(subset=["radcliq_v1"])
         ordered = values.sort_values(["radcliq_v1", "sample_id"], ascending=[False, True])
@@ -116,29 +149,124 @@ def test_drill_down_cases_are_each_models_extremes_with_judges(layout, rendered)
         pairs = pd.read_parquet(layout[0]["models"][model]["pairs"]).set_index("sample_id")
         worst = chosen.iloc[0]
         assert worst["hypothesis"] == pairs.loc[worst["sample_id"], "hypothesis"]
+        assert worst["reference"] == pairs.loc[worst["sample_id"], "reference"]
+        assert worst["radcliq_v1"] == values.set_index("sample_id").loc[worst["sample_id"], "radcliq_v1"]
     assert "<b>GREEN</b> matched findings" in html and "judge's analysis" in html
     assert "<b>CRIMSON</b> false findings: pneumothorax (urgent)" in html
     assert "missing findings: left basilar atelectasis (not_actionable)" in html
+    assert html.count('<details class="model">') >= len(group.order)  # every model's cases folded
 
 
 def test_drop_lists_are_linked_and_listed(layout, rendered):
-    html = (rendered / "report.html").read_text()
+    html = read(rendered, PAGES[0])
     link = re.search(r'href="([^"]*model_001\.drops\.csv)"', html).group(1)
     assert link.startswith("../")  # relative to the page's folder, so the folder can be moved as a whole
     assert (rendered / link).resolve() == Path(layout[0]["models"]["model_001"]["drops"]).resolve()
     assert "empty_reference" in html and "scored_as_empty" in html
 
 
-def test_metaeval_section(layout, tmp_path):
+class _Rows(HTMLParser):
+    """Rows of the table with a given id, and the page's scripts."""
+
+    def __init__(self, table_id):
+        super().__init__()
+        self.table_id, self.inside, self.rows, self.scripts, self._script = table_id, False, 0, [], None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "table" and attrs.get("id") == self.table_id:
+            self.inside = True
+        elif tag == "tr" and self.inside:
+            self.rows += 1
+        elif tag == "script":
+            self._script = ""
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+        elif tag == "script":
+            self.scripts.append(self._script)
+            self._script = None
+
+    def handle_data(self, data):
+        if self._script is not None:
+            self._script += data
+
+
+def test_long_tables_are_paged_in_the_page_with_their_rows_as_escaped_data(many):
+    """66 pairs: the page shows the first PAGE_ROWS as HTML; all 66 are data in the page's one script, every
+    text escaped so that none can end the script."""
+    group = load_group(many[0], cases=1)
+    first = group.board.index[0]
+    group.board.loc[first, "Model Name"] = "</script><b>x</b><!--"  # an untrusted display name
+    page = render_group(group, level=0.95, n_cases=1)
+    table_id = "synthetic-findings-allpairs"
+    parser = _Rows(table_id)
+    parser.feed(page.html)
+    assert parser.rows == 1 + PAGE_ROWS  # the header and the first page
+    assert len(parser.scripts) == 1  # the page's own script: the rows are data inside it
+    script = parser.scripts[0]
+    data = json.loads(re.match(r"var RR=(\{.*?\});\n", script, re.S).group(1))
+    assert len(data[table_id]["rows"]) == 66 == len(group.order) * (len(group.order) - 1) // 2
+    assert data[table_id]["rows"][0][0] == "</script><b>x</b><!--"  # the name, as text
+    assert "</script" not in script and "<!--" not in script and "<b>" not in script
+    assert "&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in page.html  # escaped where it is HTML
+    assert f'data-page-size="{PAGE_ROWS}"' in page.html and "66 rows, 50 at a time" in page.html
+    assert script_json({"a": "\u2028<&>"}) == '{"a":"\\u2028\\u003c\\u0026\\u003e"}'
+
+
+def test_leaderboard_shows_coverage_flags_and_models_without_a_rank(layout, tmp_path):
+    """A flagged model has no rank and no rank interval, is listed last with a visible flag; coverage is a
+    percentage; a ReXrank column of a metric that was not run is simply absent."""
+    group = load_group(layout[0], cases=1)
+    board = group.board.copy()
+    last = board.index[-1]
+    flag = "coverage 40% of 200 cases, below leaderboard.min_coverage 90%: not ranked"
+    board["Rank"] = board["Rank"].astype("Float64")
+    board.loc[last, ["Rank", "Rank CI low", "Rank CI high"]] = np.nan
+    board.loc[last, "Rank CI"] = np.nan
+    board["Coverage"] = 1.0
+    board.loc[last, "Coverage"] = 0.4
+    board["Flag"] = [np.nan] * (len(board) - 1) + [flag]
+    board = board.drop(columns=[c for c in board.columns if c.startswith("BLEU-4")])
+    path = tmp_path / "board.csv"
+    io.write_csv(board, path)  # as the leaderboard job writes it, read back as the report reads it
+    group.board = io.read_csv(path, keep_default_na=True)
+    page = render_group(group, level=0.95, n_cases=1)
+    html = page.html
+    name = group.names[group.order[-1]]
+    row = re.search(r'<tr class="flagged">(.*?)</tr>', html).group(1)
+    assert name in row and f"\u2691 {flag}" in row and "40%" in row
+    assert row.startswith('<td data-v="NaN" class="s0">—</td>')  # no rank, sorted last
+    assert html.count('<tr class="flagged">') == 1 and html.count("\u2691") == 1
+    assert "100%" in html and "BLEU-4</th>" not in html
+    assert page.glance.count('<tr class="flagged">') == 1 and f"\u2691 {flag}" in page.glance  # also at a glance
+    md = "\n".join(page.markdown)
+    assert "| Flag |" in md and flag in md and "| — | " in md and "40%" in md
+
+
+def test_provenance_abbreviates_hashes_and_shows_no_raw_nulls(rendered):
+    html = read(rendered, PAGES[0])
+    assert f'title="{"0" * 64}">{"0" * 12}…</td>' in html  # the source's sha256: abbreviated, whole in its tooltip
+    assert not re.search(r">\s*(null|\{\}|None|nan)\s*<", html)
+    assert "<h3>Submissions</h3>" in html and "<h3>Submissions</h3>" not in read(rendered, "report.html")
+
+
+def test_metaeval_section(layout):
     groups = [load_group(entry, cases=2) for entry in layout]
-    _, html, figures = render_report(groups, bootstrap=BOOT, empty_hypothesis="score", cases=2,
-                                     metaeval={"rexval": metaeval_table()})
+    report = render_report(groups, bootstrap=BOOT, empty_hypothesis="score", cases=2,
+                           metaeval={"rexval": metaeval_table()})
+    html, figures = report.html, report.figures
     assert "Can these metrics be trusted?" in html and 'href="#metaeval-rexval"' in html
     assert "metaeval/rexval/agreement.svg" in figures
     svg = figures["metaeval/rexval/agreement.svg"]
     assert "human ceiling" in svg and "RadCliQ-v1" in svg
-    assert html.count("<svg ") == 2 * FIGURES_PER_GROUP + 1
+    assert html.count("<svg ") == 1  # the index: the meta-evaluation's plot; the groups' figures are on their pages
+    assert all(p.count("<svg ") == FIGURES_PER_GROUP for p in report.pages.values())
+    assert 'report.html#metaeval' in report.pages[PAGES[0]]  # the pages' contents lead to it
     assert '<td class="sig t">RadCliQ-v1</td>' in html  # the rank metric is highlighted in the table
+    ties = re.findall(r'<td data-v="[^"]*">(3|3\.0|nan|—)</td><td data-v="[^"]*">(?:0\.700|—)</td>', html)
+    assert set(ties) == {"3", "—"}  # tied pairs an integer count; none for a measure without ties
     bad = metaeval_table().drop(columns=["human_ceiling"])
     with pytest.raises(ValueError, match="human_ceiling"):
         render_report(groups, bootstrap=BOOT, empty_hypothesis="score", metaeval={"rexval": bad})
@@ -161,11 +289,16 @@ def test_select_cases_skips_missing_values_and_breaks_ties_by_id():
     assert sorted(few["sample_id"]) == ["d", "e"]  # a case is never both worst and best
 
 
-def test_kendall_orientation_and_missing_values():
+def test_kendall_orientation_missing_values_and_the_per_sample_subset():
     x = np.array([0.1, 0.4, 0.3, 0.9, np.nan])
     tau = kendall_matrix([x, -x, x[::-1]], [1, -1, 1])
     assert tau[0, 1] == pytest.approx(1.0)  # a lower-is-better copy agrees once oriented
     assert np.isfinite(tau[0, 2])
+    rows, title = per_sample_rows(10, limit=20)
+    assert list(rows) == list(range(10)) and "10 model × case pairs" in title
+    rows, title = per_sample_rows(100, limit=20)
+    assert len(rows) == len(set(rows)) == 20 and list(rows) == sorted(rows) and "20 of 100" in title
+    assert list(per_sample_rows(100, limit=20)[0]) == list(rows)  # the same subset on every run
 
 
 def test_crimson_errors_from_a_judge_answer():
@@ -182,3 +315,19 @@ def test_crimson_errors_from_a_judge_answer():
     assert missing == ["small left apical pneumothorax (actionable_not_urgent)"]
     assert attribute == ["large right pleural effusion (urgent): location (significant)"]
     assert crimson_errors("not json at all") is None
+
+
+def test_a_leaderboard_without_rank_columns_or_any_ranked_model_still_renders(layout):
+    """No model ranked (every Rank empty, no rank distribution) and no rank-uncertainty, coverage or ReXrank columns
+    of metrics that were not run: the page renders, every rank shown as —."""
+    group = load_group(layout[1], cases=1)
+    board = group.board.drop(columns=[c for c in group.board.columns if c.startswith(("Rank CI", "P(rank", "Tied",
+                                                                                       "Coverage", "Flag", "GREEN"))])
+    group.board = board.assign(Rank=np.nan)
+    group.ranks = group.ranks.iloc[0:0]
+    page = render_group(group, level=0.95, n_cases=1)
+    assert page.html.count("<svg ") == FIGURES_PER_GROUP
+    ranks = re.findall(r'<td data-v="NaN" class="s0">(.*?)</td>', page.html)
+    assert ranks.count("—") == len(group.order)
+    assert "Coverage" not in page.html.split('id="synthetic-reports-ranks"')[0]
+    assert page.overview[2] == ""  # no model has rank 1

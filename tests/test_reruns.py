@@ -67,13 +67,14 @@ def test_adding_a_model_reruns_its_jobs_and_its_groups_only(finished):
     original = sheet.read_text()
     shutil.copy(finished / "example/demo_cxr/careful.json", finished / "example/demo_cxr/newcomer.json")
     try:
-        sheet.write_text(original + "newcomer\tdemo_cxr\texample/demo_cxr/newcomer.json\t\t\n")
+        sheet.write_text(original + "newcomer\tdemo_cxr\t../example/demo_cxr/newcomer.json\t\t\n")
         jobs = _planned(finished)
         assert {w["model"] for rule, w in jobs if rule == "ingest"} == {"newcomer"}
         assert {rule for rule, _ in jobs if rule.startswith("score")} == DEMO_CXR_SCORES
         groups = {(w["dataset"], w["split"]) for rule, w in jobs if rule in ("bootstrap", "leaderboard")}
         assert groups == {("demo_cxr", "findings"), ("demo_cxr", "reports")}
-        assert len(jobs) == 2 + 6 + 2 + 2 + 2, jobs  # ingest, score, bootstrap, leaderboard, report and all
+        assert {(w["dataset"], w["split"]) for rule, w in jobs if rule == "cases"} == groups  # references checked
+        assert len(jobs) == 2 + 2 + 6 + 2 + 2 + 2, jobs  # ingest, cases, score, bootstrap, leaderboard, report, all
     finally:
         sheet.write_text(original)
         (finished / "example/demo_cxr/newcomer.json").unlink()

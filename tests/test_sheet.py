@@ -1,11 +1,16 @@
-"""The submissions and models sheets (radrank.workflow.read_sheet): clear errors naming the row."""
+"""The submissions and models sheets (radrank.workflow.read_sheet): clear errors naming the row; the files a
+sheet names are read from the sheet's own folder (radrank.sheets.resolve_sheet_path)."""
 
 from __future__ import annotations
+
+import shutil
+from pathlib import Path
 
 import pytest
 
 from radrank.errors import ConfigError
-from radrank.workflow import SHEET_COLUMNS, SHEET_OPTIONAL, read_sheet
+from radrank.sheets import resolve_sheet_path
+from radrank.workflow import SHEET_COLUMNS, SHEET_OPTIONAL, Plan, read_sheet, validate_config
 
 
 def write(tmp_path, name, text):
@@ -68,3 +73,75 @@ def test_sheet_errors(tmp_path):
     with pytest.raises(ConfigError, match="cannot be read"):
         (tmp_path / "b.tsv").write_bytes(b"model\tdataset\tpath\ncaf\xe9\td\tx\n")
         read_sheet(tmp_path / "b.tsv", SHEET_COLUMNS)
+
+
+# --- relative paths are read from the sheet's own folder ------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_relative_cells_are_read_from_the_sheets_folder(tmp_path):
+    project = tmp_path / "project"
+    (project / "config").mkdir(parents=True)
+    # inside the project: relative to it, so the example's jobs and provenance keep their `example/...` paths
+    assert resolve_sheet_path("../example/a.json", "config/submissions.tsv", project) == "example/a.json"
+    assert resolve_sheet_path("a.json", "config/submissions.tsv", project) == "config/a.json"
+    assert resolve_sheet_path("a.json", project / "config/s.tsv", project) == "config/a.json"  # an absolute sheet
+    # outside the project: absolute
+    assert resolve_sheet_path("../../subs/a.json", "config/s.tsv", project) == str(tmp_path.resolve() / "subs/a.json")
+    assert resolve_sheet_path("b.json", tmp_path / "elsewhere/s.tsv", project) == str(
+        tmp_path.resolve() / "elsewhere/b.json")
+    assert resolve_sheet_path("/data/x.json", "config/s.tsv", project) == "/data/x.json"  # as written
+    assert resolve_sheet_path("", "config/s.tsv", project) == ""
+
+
+def plan_with_sheet(sheet, base_dir):
+    config = validate_config({"submissions": str(sheet), "models": None, "metrics": ["bleu2"],
+                              "splits": ["findings"], "metaeval": {"sets": []}})
+    return Plan(config, base_dir=base_dir)
+
+
+def test_the_example_sheet_names_the_example_from_its_own_folder():
+    rows = (REPO / "config/submissions.tsv").read_text().splitlines()[1:]
+    assert rows and all(row.split("\t")[2].startswith("../example/") for row in rows)
+    plan = plan_with_sheet("config/submissions.tsv", REPO)
+    sub = plan.submission("demo_clinic", "careful")
+    assert (sub.path, sub.reference_path) == ("example/demo_clinic/careful.csv", "example/demo_clinic/ground_truth.csv")
+
+
+def test_a_sheet_beside_its_submissions_works_wherever_it_is(tmp_path):
+    """A sheet in its own folder naming files beside it, loaded from a project elsewhere: the files are found,
+    as absolute paths (they are outside the project)."""
+    folder = tmp_path / "my-models"
+    folder.mkdir()
+    shutil.copy(REPO / "example/demo_cxr/careful.json", folder / "careful.json")
+    shutil.copy(REPO / "example/demo_clinic/hasty.csv", folder / "hasty.csv")
+    shutil.copy(REPO / "example/demo_clinic/ground_truth.csv", folder / "gt.csv")
+    sheet = write(folder, "subs.tsv", "model\tdataset\tpath\treference_path\tsplit\n"
+                                      "careful\tdemo_cxr\tcareful.json\t\t\nhasty\tdemo_clinic\thasty.csv\tgt.csv\t\n")
+    plan = plan_with_sheet(sheet, REPO)
+    assert plan.submission("demo_cxr", "careful").path == str(folder.resolve() / "careful.json")
+    hasty = plan.submission("demo_clinic", "hasty")
+    assert (hasty.path, hasty.reference_path) == (str(folder.resolve() / "hasty.csv"), str(folder.resolve() / "gt.csv"))
+
+
+def test_a_missing_file_names_the_row_the_cell_and_the_path_it_was_read_as(tmp_path):
+    folder = tmp_path / "sheets"
+    folder.mkdir()
+    shutil.copy(REPO / "example/demo_cxr/careful.json", folder / "careful.json")
+    sheet = write(folder, "subs.tsv", "model\tdataset\tpath\treference_path\tsplit\n"
+                                      "careful\tdemo_cxr\tcareful.json\t\t\n"
+                                      "hasty\tdemo_clinic\thasty.csv\t../gt/ground_truth.csv\t\n")
+    with pytest.raises(ConfigError) as info:
+        plan_with_sheet(sheet, REPO)
+    assert str(info.value) == (f"sheet {sheet}, row 2: path hasty.csv (read from the sheet's folder as "
+                               f"{folder.resolve() / 'hasty.csv'}) does not exist")
+    shutil.copy(REPO / "example/demo_clinic/hasty.csv", folder / "hasty.csv")
+    with pytest.raises(ConfigError) as info:
+        plan_with_sheet(sheet, REPO)
+    assert str(info.value) == (f"sheet {sheet}, row 2: reference_path ../gt/ground_truth.csv (read from the sheet's "
+                               f"folder as {tmp_path.resolve() / 'gt/ground_truth.csv'}) does not exist")
+    absolute = write(folder, "abs.tsv", f"model\tdataset\tpath\nm\td\t{tmp_path / 'nowhere.json'}\n")
+    with pytest.raises(ConfigError) as info:
+        plan_with_sheet(absolute, REPO)
+    assert str(info.value) == f"sheet {absolute}, row 1: path {tmp_path / 'nowhere.json'} does not exist"

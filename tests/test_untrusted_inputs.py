@@ -416,7 +416,8 @@ def test_a_parquet_context_that_is_not_text_is_an_error(tmp_path):
 
 
 def test_a_reference_path_beside_a_rexrank_json_is_refused(workdir, tmp_path, monkeypatch):
-    sheet = sheet_file(tmp_path, ["careful", "demo_cxr", JSON_SUB, CSV_GT, ""])
+    # the sheets sit in the workdir: their relative paths are read from the sheet's folder
+    sheet = sheet_file(workdir, ["careful", "demo_cxr", JSON_SUB, CSV_GT, ""], name="subs-json-reference.tsv")
     message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
     assert message == (f"sheet {sheet}, row 1: file {JSON_SUB}, field 'reference_path': is a ReXrank JSON "
                        f"submission, which holds its own references: the reference_path {CSV_GT} given with it would "
@@ -424,7 +425,8 @@ def test_a_reference_path_beside_a_rexrank_json_is_refused(workdir, tmp_path, mo
     error = input_error(ingest_submission, workdir / JSON_SUB, "findings", reference_path=workdir / CSV_GT)
     assert error.field == "reference_path"  # the Python API refuses it too
     monkeypatch.chdir(workdir)
-    plan_of(workdir, tmp_path, submissions=sheet_file(tmp_path, ["careful", "demo_clinic", CSV_SUB, CSV_GT, ""]))
+    plan_of(workdir, tmp_path, submissions=sheet_file(workdir, ["careful", "demo_clinic", CSV_SUB, CSV_GT, ""],
+                                                       name="subs-csv-reference.tsv"))
 
 
 def test_a_quoted_newline_in_a_sheet_cell_is_an_error_naming_the_line(tmp_path):

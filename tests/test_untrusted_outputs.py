@@ -361,10 +361,15 @@ def hostile_report(tmp_path_factory):
     return out, board
 
 
+def _pages(out) -> list:
+    """The index, then every group's page."""
+    return [out / "report.html", *sorted(p for p in out.glob("*.html") if p.name != "report.html")]
+
+
 def test_report_files_hold_no_control_character(hostile_report):
     out, _ = hostile_report
-    files = [out / "report.md", out / "report.html", *sorted((out / "figures").rglob("*.svg"))]
-    assert len(files) > 2
+    files = [out / "report.md", *_pages(out), *sorted((out / "figures").rglob("*.svg"))]
+    assert len(files) > 3 and len(_pages(out)) == 2
     for path in files:
         data = path.read_bytes()
         assert not re.search(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", data), path
@@ -385,15 +390,21 @@ def test_report_markdown_has_no_html_and_links_only_to_http(hostile_report):
 
 def test_report_html_shows_names_as_text_and_links_nowhere_else(hostile_report):
     out, _ = hostile_report
-    parser = _Elements()
-    parser.feed((out / "report.html").read_text())
-    assert "img" not in parser.tags and parser.tags.count("script") == 1  # the page's own script only
-    bad = [h for h in parser.hrefs if not (h.startswith("#") or h.startswith("data:image/") or h.endswith(".csv"))]
-    assert bad == []
-    text = "".join(parser.text)
-    assert "<img src=x onerror=alert(1)>\u2400Evil" in text  # the name, as text
-    assert "<script>alert(1)</script>\u2400" in text  # the drop list's case id, as text
-    assert "<b>bold</b>" in text  # a hypothesis' markup, as text
+    pages = {path.name for path in _pages(out)}
+    text = {}
+    for path in _pages(out):
+        parser = _Elements()
+        parser.feed(path.read_text())
+        assert "img" not in parser.tags and parser.tags.count("script") == 1, path  # the page's own script only
+        # within the page, the report's own pages, images inside it, and the CSV files beside it
+        bad = [h for h in parser.hrefs if not (h.startswith("#") or h.startswith("data:image/") or h.endswith(".csv")
+                                               or h.split("#")[0] in pages)]
+        assert bad == [], path
+        text[path.name] = "".join(parser.text)
+    index, group = text["report.html"], text[next(iter(pages - {"report.html"}))]
+    assert "<img src=x onerror=alert(1)>\u2400Evil" in index and "<img src=x onerror=alert(1)>\u2400Evil" in group
+    assert "<script>alert(1)</script>\u2400" in group  # the drop list's case id, as text
+    assert "<b>bold</b>" in group  # a hypothesis' markup, as text
 
 
 # --- item 13: provenance names the interpreter's environment -------------------------------------------------

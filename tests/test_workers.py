@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from synthetic import write_workflow_outputs
+from synthetic import stats_outputs, write_workflow_outputs
 
 from radrank import jobs, workers
 from radrank.errors import ConfigError, InputError
@@ -31,7 +31,7 @@ LIGHT = ("radrank.jobs",)  # a quick server for the tests of the pool's mechanic
 
 @dataclass(frozen=True)
 class Probe(jobs.Job):
-    """A job doing what a test needs: ``action`` is log, input_error, bug, kill, segv or sleep. Its output
+    """A job doing what a test needs: ``action`` is log, input_error, bug, kill, segv, sleep or part. Its output
     ``pid`` gets the worker's pid (first, so that a test can find a job that never ends)."""
 
     action: str
@@ -59,6 +59,13 @@ class Probe(jobs.Job):
             os.kill(os.getpid(), signal.SIGKILL if self.action == "kill" else signal.SIGSEGV)
         elif self.action == "sleep":
             time.sleep(600)
+        elif self.action == "part":  # in the middle of an atomic write of its output (radrank.io's .part file)
+            from radrank import io
+
+            with io.atomic_path(Path(output.pid)) as part:
+                part.write_text("half")
+                Path(str(output.pid) + ".writing").touch()
+                time.sleep(600)
 
 
 def probe(pool, tmp_path, action, rule="probe", **fields):
@@ -169,8 +176,9 @@ def test_a_killed_or_crashed_worker_fails_its_job_and_the_pool_goes_on(tmp_path)
 
 
 def test_ctrl_c_stops_a_busy_worker_and_spares_the_server(tmp_path):
-    """Ctrl-C signals the whole process group: the workers stop at once (the job fails, naming it); the
-    server ignores it and forks the next job's worker."""
+    """Ctrl-C signals the whole process group: the workers stop at once (the job fails with the stop's line,
+    as it does once Snakemake's own handler has started the stop); the server ignores it and forks the next
+    job's worker."""
     with workers.Pool(preload=LIGHT) as pool:
         failed = []
         thread = threading.Thread(target=lambda: failed.append(failure(pool, tmp_path, "sleep")))
@@ -181,10 +189,32 @@ def test_ctrl_c_stops_a_busy_worker_and_spares_the_server(tmp_path):
         os.kill(pool.server_pid, signal.SIGINT)
         os.kill(busy, signal.SIGINT)
         thread.join(20)
-        assert failed == [f"rule probe failed: the worker process running it (pid {busy}) was killed by SIGINT "
-                          "(Ctrl-C)"]
+        assert failed == ["rule probe stopped: the run was stopped by SIGINT"]
         _, pid = probe(pool, tmp_path, "log", name="next")
         assert int(pid.read_text()) not in (busy, os.getpid())
+
+
+def test_a_stop_kills_the_busy_workers_removes_partial_files_and_refuses_jobs(tmp_path):
+    """What a stop signal does to the pool (radrank.workers.stop_on_signals): a job half-way through writing its
+    output fails at once with the stop's line (also in its log), its outputs and the hidden .part file it was
+    writing are gone, and no job runs after it."""
+    with workers.Pool(preload=LIGHT) as pool:
+        failed = []
+        thread = threading.Thread(target=lambda: failed.append(failure(pool, tmp_path, "part")))
+        thread.start()
+        assert wait_for(lambda: Path(f"{tmp_path / 'part.pid'}.writing").exists())
+        busy = int((tmp_path / "part.pid").read_text())
+        assert len(list(tmp_path.glob(".part.pid.*.part"))) == 1
+        assert pool.stop(signal.SIGTERM) == [busy]
+        thread.join(20)
+        line = "rule probe stopped: the run was stopped by SIGTERM"
+        assert failed == [line]
+        assert not list(tmp_path.glob(".part.pid.*.part")) and not (tmp_path / "part.pid").exists()
+        assert (tmp_path / "part.log").read_text().endswith(f"ERROR radrank: {line}\n")
+        assert wait_for(lambda: gone(busy))
+        assert failure(pool, tmp_path, "log", name="after") == line  # refused: it never ran
+        assert not (tmp_path / "after.pid").exists()
+        assert pool.server_pid in pool.spared()
 
 
 PARENT = """
@@ -242,7 +272,7 @@ def test_outputs_are_byte_identical_to_the_in_process_path(tmp_path):
                                metrics=tuple(metric_names), n=100, seed=3, level=0.95)
     bootstrap_input = jobs.Files(scores=[group["models"][m]["scores"][n] for m in models for n in metric_names],
                                  pairs=[group["models"][m]["pairs"] for m in models],
-                                 drops=[group["models"][m]["drops"] for m in models])
+                                 drops=[group["models"][m]["drops"] for m in models], cases=group["cases"])
     report = jobs.Report.of_layout(layout, bootstrap={"n": 100, "seed": 3, "level": 0.95}, empty_hypothesis="score",
                                    cases=3)
     report_input = jobs.Files(group0=[group[k] for k in jobs.GROUP_FILES] + [
@@ -251,9 +281,8 @@ def test_outputs_are_byte_identical_to_the_in_process_path(tmp_path):
 
     def outputs(root):
         stats = root / "stats"
-        return (jobs.Files(replicates=str(stats / "replicates.parquet"), summary=str(stats / "summary.parquet"),
-                           comparisons=str(stats / "comparisons.parquet"),
-                           comparisons_csv=str(stats / "comparisons.csv"), model_files=str(root / "summary")),
+        return (jobs.Files(**{k: str(v) for k, v in stats_outputs(stats).items()},
+                           model_files=str(root / "summary")),
                 jobs.Files(html=str(root / "report.html"), markdown=str(root / "report.md"),
                            figures=str(root / "figures")))
 

@@ -35,10 +35,12 @@ def test_dry_run_lists_every_stage(tmp_path):
     out = proc.stdout + proc.stderr
     # 3 models x (2 JSON splits + 1 CSV split) = 9 ingests; each metric (bleu2, bleu4, rouge) scores each of the 3
     # dataset x split groups and the 2 meta-evaluation sets in one job across their models (15 jobs);
-    # the bootstrap job of each dataset x split writes its models' summary files.
-    for rule, count in [("ingest", 9), ("score_bleu2_demo_cxr_findings", 1), ("score_rouge_metaeval_radjudge_metaeval", 1),
-                        ("bootstrap", 3), ("leaderboard", 3), ("report", 1), ("metaeval_pairs", 2),
-                        ("metaeval_agreement", 2), ("total", 9 + 15 + 3 + 3 + 1 + 2 + 2 + 1)]:
+    # the bootstrap job of each dataset x split writes its models' summary files; one cases job per dataset x split
+    # checks its submissions' references before any of its pairs is scored.
+    for rule, count in [("ingest", 9), ("cases", 3), ("score_bleu2_demo_cxr_findings", 1),
+                        ("score_rouge_metaeval_radjudge_metaeval", 1), ("bootstrap", 3), ("leaderboard", 3),
+                        ("report", 1), ("metaeval_pairs", 2), ("metaeval_agreement", 2),
+                        ("total", 9 + 3 + 15 + 3 + 3 + 1 + 2 + 2 + 1)]:
         assert any(line.split() == [rule, str(count)] for line in out.splitlines()), (rule, out[-2000:])
 
 
@@ -52,10 +54,12 @@ def test_example_leaderboards(example_run):
         assert board["BLEU"].is_monotonic_decreasing
         assert (board["BLEU CI low"] <= board["BLEU"]).all() and (board["BLEU"] <= board["BLEU CI high"]).all()
         assert board["Ranked by"].str.contains("radcliq_v1 was not computed, so the table is ranked by bleu2").all()
-        for col in ["Rank", "Date", "Model Name", "Institution", "Model URL", "BLEU", "BertScore", "SembScore",
-                    "RadGraph", "1/RadCliQ-v1", "RaTEScore", "GREEN", "BLEU-4", "ROUGE-L"]:
+        for col in ["Rank", "Date", "Model Name", "Institution", "Model URL", "BLEU", "BLEU-4", "ROUGE-L",
+                    "Coverage", "Rank CI cases", "Flag"]:
             assert col in board.columns
-        assert board["BertScore"].isna().all()  # not computed in the default config, left blank
+        # the metrics that were run only (leaderboard.columns: rexrank keeps ReXrank's whole set)
+        assert not {"BertScore", "SembScore", "RadGraph", "1/RadCliQ-v1", "RaTEScore", "GREEN"} & set(board.columns)
+        assert (board["Coverage"] == 1.0).all() and board["Flag"].isna().all()
         assert board.loc[0, "Model Name"] == "Careful-CXR (fictional)"
         # three decimals, as ReXrank prints
         assert all(len(str(v).split(".")[-1]) <= 3 for v in board["BLEU"])
@@ -106,7 +110,12 @@ def test_example_report(example_run):
     assert "## demo_cxr — findings" in md and "Careful-CXR (fictional) vs Hasty-RRG (fictional)" in md
     assert "careful vs hasty" not in md
     html = (example_run / "results/report/report.html").read_text()
-    assert html.startswith("<!doctype html>") and "<table" in html and html.count("<svg ") == 3 * 5 + 2  # 5 per dataset x split, 1 per meta-evaluation set
+    # the index: the leaderboards at a glance and one figure per meta-evaluation set; a page per dataset x split
+    assert html.startswith("<!doctype html>") and "<table" in html and html.count("<svg ") == 2
+    for page in ("demo_cxr_findings.html", "demo_cxr_reports.html", "demo_clinic_findings.html"):
+        assert f'href="{page}"' in html
+        text = (example_run / "results/report" / page).read_text()
+        assert text.startswith("<!doctype html>") and text.count("<svg ") == 5, page
     log = (example_run / "logs/report.log").read_text()
     assert "Careful-CXR (fictional)" in log
 

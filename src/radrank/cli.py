@@ -141,7 +141,9 @@ def run(ns, args: list[str]) -> int:
             raise CliError(str(e)) from None
     cmd = run_command(route, args, ns.slurm)
     say("$ " + " ".join(shlex.quote(c) for c in cmd))
-    return subprocess.call(cmd)
+    from radrank import envs
+
+    return envs.run_snakemake(cmd)  # its few lines per stage; a signal forwarded, nothing of it left behind
 
 
 # --- status and results ------------------------------------------------------------------------
@@ -161,25 +163,82 @@ def dry_run(args: list[str]) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
+def expected_leaderboards(plan) -> list[Path]:
+    """One leaderboard per dataset × split of this config."""
+    return [Path(LEADERBOARD.format(dataset=d, split=s)) for d, s in plan.groups()]
+
+
 def expected_results(plan) -> list[Path]:
-    return [Path(LEADERBOARD.format(dataset=d, split=s)) for d, s in plan.groups()] + [Path(p) for p in REPORT_FILES]
+    return expected_leaderboards(plan) + [Path(p) for p in REPORT_FILES]
+
+
+def use_checkout(root: Path) -> None:
+    """Point radrank.envs at the checkout the command runs in: its env files (``envs/``) and, unless
+    ``RADRANK_ENVS_DIR`` says otherwise, its ``.venvs``. radrank.envs otherwise finds the checkout its own
+    file lies in, which is another one when this ``radrank`` command was installed (editable) from elsewhere."""
+    from radrank import envs
+
+    envs.REPO = root
+
+
+def code_checkout() -> Path | None:
+    """The checkout whose ``src/`` this process imported radrank from (None: an installed, non-editable copy)."""
+    import radrank
+
+    root = Path(radrank.__file__).resolve().parents[2]
+    return root if (root / "Snakefile").is_file() else None
+
+
+def other_checkout(family: str, root: Path) -> str:
+    """A note when the venv of ``family`` has another checkout installed (its ``radrank`` runs that code)."""
+    from radrank import envs
+
+    runs = envs.installed_checkout(family) if family in envs.PROJECT_ENVS else None
+    if runs is None or Path(os.path.normpath(runs)) == root:
+        return ""
+    venv = envs.env_path(family).resolve()
+    if root.resolve() in venv.parents or not (runs / "src" / "radrank").is_dir():
+        return f"  (runs the checkout {runs}; the next build re-points it here)"
+    return (f"  (runs the checkout {runs}, which still exists: a build here stops unless "
+            f"{envs.REPOINT_VAR}=1; better, one envs dir per checkout)")
+
+
+def counted(what: str, paths: list[Path], where: str, verb: str = "exist") -> str:
+    """``what: k of n exist (where)`` — of the n files this config expects."""
+    done = sum(p.is_file() for p in paths)
+    return f"{what}: {done} of {len(paths)} {verb} ({where})"
 
 
 def status(ns, args: list[str]) -> int:
     from radrank import envs
 
-    plan = load_plan(config_files(args))
+    root = Path.cwd()
+    files = config_files(args)
+    plan = load_plan(files)
+    print(f"Checkout: {root} (config: {', '.join(files)})")
+    code = code_checkout()
+    if code is not None and code != root:
+        print(f"  note: this `radrank` command was installed from another checkout and runs its code, "
+              f"{code / 'src'}; the Snakefile here runs {root / 'src'}. This checkout's own command is "
+              f"{envs.env_path('core') / 'bin' / 'radrank'} (`make example` builds it)")
     route = choose_route("auto", plan)
     print(f"`radrank run` would take the {route} route"
           + (f" (rules run in this Python: {sys.executable})" if route == "here" else ""))
-    print("Environments the config needs (venv route):")
+    print(f"Environments the config needs (venv route), in {envs.envs_dir()}:")
     for family in needed_envs(plan):
-        state = "built" if envs.is_built(family) else "not built"
-        print(f"  {family:14s} {state:10s} {envs.env_path(family)}")
-    results = expected_results(plan)
-    done = [p for p in results if p.is_file()]
-    print(f"Results: {len(done)} of {len(results)} final files exist "
-          f"({len(plan.groups())} leaderboards + the report; `radrank results` lists them)")
+        built = envs.is_built(family)
+        print(f"  {family:14s} {'built' if built else 'not built':10s} {envs.env_path(family)}"
+              + (other_checkout(family, root) if built else ""))
+    boards = expected_leaderboards(plan)
+    print("Results of this config (`radrank results` lists their paths):")
+    print("  " + counted("leaderboards", boards,
+                         f"one per dataset × split; {LEADERBOARD.format(dataset='<dataset>', split='<split>')}"))
+    print("  " + counted("report files", [Path(p) for p in REPORT_FILES], ", ".join(REPORT_FILES)))
+    if plan.metaeval_sets:
+        agreement = [Path(f"results/metaeval/{name}/agreement.csv") for name in plan.metaeval_sets]
+        print("  " + counted("meta-evaluation sets", agreement,
+                             f"{', '.join(plan.metaeval_sets)}; results/metaeval/<set>/agreement.csv",
+                             verb="scored"))
     code, out = dry_run(args)
     if code != 0:
         print("What would run: cannot tell, the dry run failed:")
@@ -210,7 +269,8 @@ def job_table(dry_run_output: str) -> list[str]:
 def results(ns, args: list[str]) -> int:
     plan = load_plan(config_files(args))
     expected = expected_results(plan)
-    print("Leaderboards (one per dataset x split) and the report:")
+    print(f"Leaderboards ({len(expected) - len(REPORT_FILES)}: one per dataset x split of this config) and the "
+          f"report ({len(REPORT_FILES)} files):")
     missing = 0
     for path in expected:
         if path.is_file():
@@ -226,7 +286,7 @@ def results(ns, args: list[str]) -> int:
     print(f"Per-model summaries: {Path('results/summary').resolve()}/<dataset>/<split>/<model>/; "
           f"per-sample scores: {Path('results/scores').resolve()}; drops: results/pairs/**/*.drops.csv")
     if missing:
-        print(f"{missing} file(s) not built yet: radrank run")
+        print(f"{missing} of the {len(expected)} files this config expects are not built yet: radrank run")
     return 0
 
 
@@ -308,8 +368,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--slurm", action="store_true", help=f"submit jobs to SLURM (workflow profile {SLURM_PROFILE})")
     r.add_argument("--envs", help="venv route: families to build besides core (comma list, 'all', 'auto')")
     r.add_argument("--torch", help="venv route: torch build, cpu | cuda | cuXYZ | auto")
-    sub.add_parser("status", help="which environments are built, how many results exist, what would run",
-                   allow_abbrev=False)
+    sub.add_parser("status", help="for the checkout it runs in: which environments are built, how many of the "
+                   "leaderboards and report files this config expects exist, what would run", allow_abbrev=False)
     sub.add_parser("results", help="where the leaderboards and the report are", allow_abbrev=False)
     c = sub.add_parser("cache", help="the per-pair score cache (score_cache.dir): what it holds, and bound it",
                        allow_abbrev=False)
@@ -328,7 +388,9 @@ def main(argv=None) -> int:
     if rest[:1] == ["--"]:
         rest = rest[1:]
     try:
-        os.chdir(workflow_dir(ns.directory))
+        root = workflow_dir(ns.directory)
+        os.chdir(root)
+        use_checkout(root)  # its envs/ and .venvs, whichever checkout this command was installed from
         return {"run": run, "status": status, "results": results, "cache": cache}[ns.command](ns, rest)
     except (CliError, RadrankError) as e:
         say(f"error: {e}")

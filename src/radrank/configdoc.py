@@ -76,7 +76,7 @@ def mrscore_training_section(lines: list) -> None:
     from radrank.mrscore_train.trainer import TrainSettings
 
     lines += ["## MRScore training settings (`mrscore_training.<part>.<key>`)", "",
-              "The typed settings of each part of the `mrscore_training` section (README: \"Training MRScore\"); "
+              "The typed settings of each part of the `mrscore_training` section (docs/mrscore-training.md); "
               "**scores** here means a change reruns that stage. `prompt` takes the `mrscore` metric's "
               f"{', '.join(f'`{k}`' for k in config.PROMPT_FIELDS)}.", ""]
     for part, settings_class, what in (

@@ -185,18 +185,28 @@ class Ingest(Job):
     empty_hypothesis: str
     max_chars: int | None
     sources_sha256: dict = field(default_factory=dict)  # the submission's (and reference's) content: reruns it
+    missing_section: str = "drop"  # config rexrank_missing_section
+    canonical_ref_section: str = "full"  # the section of a canonical ground-truth CSV's reports
+    on_mismatch: str = "error"  # config references.on_mismatch
+    canonical_sha256: str | None = None  # the dataset's canonical references (input ``canonical``), if named
 
     def run(self, input, output):
         import pandas as pd
 
         from radrank.ingest import ingest_submission
+        from radrank.ingest.references import read_canonical
 
         path = input.submission
         reference = input.get("reference")
         generated = input.get("generated_drops")
+        canonical_path = input.get("canonical")
+        canonical = read_canonical(canonical_path, self.split, ref_section=self.canonical_ref_section,
+                                   missing_section=self.missing_section) if canonical_path else None
         pairs, drops, fmt = ingest_submission(path, self.split, reference_path=reference,
                                               ref_section=self.ref_section, empty_hypothesis=self.empty_hypothesis,
-                                              max_chars=self.max_chars)
+                                              max_chars=self.max_chars, missing_section=self.missing_section,
+                                              canonical=canonical, canonical_path=canonical_path,
+                                              dataset=self.dataset, on_mismatch=self.on_mismatch)
         if generated:  # what the generation job listed (no image, unreadable image, ...) stays listed
             listed = pd.read_csv(generated, dtype=str, keep_default_na=False)
             drops = pd.concat([listed, drops.astype(str)], ignore_index=True) if len(listed) else drops
@@ -205,8 +215,13 @@ class Ingest(Job):
         if reference:
             sources["reference_path"] = str(reference)
             sources["reference_sha256"] = provenance.file_sha256(reference)
+        if canonical_path:
+            sources["canonical_references"] = str(canonical_path)
+            sources["canonical_references_sha256"] = provenance.file_sha256(canonical_path)
         prov = provenance.record("pairs", dataset=self.dataset, split=self.split, model=self.model, format=fmt,
                                  sources=sources, ref_section=self.ref_section if fmt != "rexrank_json" else None,
+                                 rexrank_missing_section=self.missing_section if fmt == "rexrank_json" else None,
+                                 references_on_mismatch=self.on_mismatch if canonical_path else None,
                                  empty_hypothesis=self.empty_hypothesis, max_report_chars=self.max_chars,
                                  n_pairs=len(pairs), n_listed=len(drops))
         log.info("%s/%s/%s: %d pairs from %s (%s); %d listed in the drop file",
@@ -216,6 +231,45 @@ class Ingest(Job):
                              f"({len(drops)} listed, e.g. {drops['reason'].value_counts().to_dict()})")
         io.write_csv(drops, output.drops)
         io.write_parquet(pairs, output.pairs, prov)
+
+
+@dataclass(frozen=True)
+class Cases(Job):
+    """A dataset × split's cases, from every submission's pairs (and its canonical references, if named), once
+    the submissions are checked to agree on each case's reference and no two case ids are near-duplicates
+    (:func:`radrank.ingest.references.check_group`). Input: ``pairs`` (models, in order), optional
+    ``canonical``. Every scoring job of the group waits for it."""
+
+    dataset: str
+    split: str
+    models: tuple
+    missing_section: str
+    ref_section: str
+    canonical_sha256: str | None = None
+
+    def run(self, input, output):
+        from radrank.ingest.references import check_group, read_canonical
+
+        canonical_path = input.get("canonical")
+        canonical = read_canonical(canonical_path, self.split, ref_section=self.ref_section,
+                                   missing_section=self.missing_section) if canonical_path else None
+        pairs = {m: (io.read_parquet(p, ["sample_id", "reference"]), _reference_source(p))
+                 for m, p in zip(self.models, input.pairs)}
+        cases = check_group(pairs, dataset=self.dataset, split=self.split, canonical=canonical,
+                            canonical_path=canonical_path)
+        log.info("%s/%s: %d cases (%s); %d submissions agree on every reference", self.dataset, self.split,
+                 len(cases), f"the canonical references {canonical_path}" if canonical_path else
+                 "the submissions' union", len(self.models))
+        io.write_parquet(cases, output.cases, provenance.record(
+            "cases", dataset=self.dataset, split=self.split, models=list(self.models), n_cases=len(cases),
+            canonical_references=str(canonical_path) if canonical_path else None,
+            canonical_references_sha256=self.canonical_sha256))
+
+
+def _reference_source(pairs_path) -> str:
+    """The file a pairs file's references came from (a CSV submission's ground truth, else the submission)."""
+    sources = io.read_provenance(pairs_path).get("sources", {})
+    return str(sources.get("reference_path") or sources.get("path") or pairs_path)
 
 
 # --- scores --------------------------------------------------------------------------------------------
@@ -376,19 +430,36 @@ class Bootstrap(Job):
     n: int
     seed: int
     level: float
+    rank_by: str = "radcliq_v1"
+    fallback_rank_by: str = "bleu2"
+    min_coverage: float = 0.9
+    min_common_cases: int = 10
 
     def run(self, input, output):
-        from radrank.stats import bootstrap
+        import pandas as pd
+
+        from radrank.leaderboard import rank_leaf_of
+        from radrank.stats import bootstrap, coverage
         from radrank.summaries import write_model_summaries
 
         score_paths = by_model(input.scores, self.models, len(self.metrics))
         drops_paths = by_model(input.drops, self.models, 1)
         leaves = [leaf for name in self.metrics for leaf in metrics.leaves(name)]
         scores = {model: merge_scores(paths) for model, paths in score_paths.items()}
-        result = bootstrap(scores, leaves, n_boot=self.n, seed=self.seed, level=self.level)
+        cases = pd.read_parquet(input.cases)["sample_id"]
+        covered = coverage.model_coverage(scores, cases, min_coverage=self.min_coverage)
+        ranked = list(covered.loc[covered["ranked"], "model"])
+        rank_leaf, _ = rank_leaf_of([leaf.name for leaf in leaves], self.rank_by, self.fallback_rank_by)
+        result = bootstrap(scores, leaves, n_boot=self.n, seed=self.seed, level=self.level, common_to=ranked,
+                           common_leaves=[rank_leaf])
+        covered = coverage.flag_ranking(covered, result.common_cases, self.min_common_cases)
+        result.comparisons["flag"] = coverage.comparison_flags(result.comparisons["n_common"], self.min_common_cases)
+        common = result.common_replicates
         prov = provenance.record(
             "statistics", dataset=self.dataset, split=self.split, models=sorted(scores), metrics=list(self.metrics),
             n_bootstrap=self.n, seed=self.seed, level=self.level, n_cases=len(result.cases),
+            n_dataset_cases=len(cases), ranked_models=ranked, n_rank_cases=result.common_cases,
+            min_coverage=self.min_coverage, min_common_cases=self.min_common_cases,
             score_provenance={m: [io.read_provenance(p).get("metric") for p in paths]
                               for m, paths in score_paths.items()},
             method="exact paired bootstrap over case ids from per-sample sufficient statistics "
@@ -400,6 +471,8 @@ class Bootstrap(Job):
         io.write_csv(result.comparisons, output.comparisons_csv)
         io.write_parquet(result.summary, output.summary, prov)
         io.write_parquet(result.replicates, output.replicates, prov)
+        io.write_parquet(covered, output.coverage, prov)
+        io.write_parquet(common, output.rank_replicates, prov)
         write_model_summaries(result.replicates, result.summary, {m: p[0] for m, p in drops_paths.items()},
                               output.model_files)
 
@@ -417,6 +490,8 @@ class Leaderboard(Job):
     decimals: int
     level: float
     models_sheet_sha256: str | None = None  # its content, not its mtime, reruns the leaderboard
+    min_common_cases: int = 10
+    columns: str = "computed"  # config leaderboard.columns
 
     def run(self, input, output):
         import pandas as pd
@@ -426,16 +501,19 @@ class Leaderboard(Job):
 
         summary = pd.read_parquet(input.summary)
         rank_leaf, _ = rank_leaf_of(list(dict.fromkeys(summary["metric"])), self.rank_by, self.fallback_rank_by)
-        # only the rank leaf's resamples: the file holds every leaf's
-        replicates = pd.read_parquet(input.replicates, filters=[("metric", "==", rank_leaf)])
+        # the rank leaf's resamples of the ranked models on the cases they share (radrank.stats.coverage)
+        replicates = pd.read_parquet(input.rank_replicates)
         comparisons = pd.read_parquet(input.comparisons, filters=[("metric", "==", rank_leaf)])
+        covered = pd.read_parquet(input.coverage)
         rank_summary, distribution, tied = rank_uncertainty(summary, replicates, comparisons, rank_by=self.rank_by,
-                                                            fallback_rank_by=self.fallback_rank_by, level=self.level)
+                                                            fallback_rank_by=self.fallback_rank_by, level=self.level,
+                                                            coverage=covered, min_common_cases=self.min_common_cases)
         drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in zip(self.models, input.drops)}
         sheet = input.get("models_sheet")
         meta = read_models_sheet(sheet) if sheet else None
         table = build_leaderboard(summary, drops, meta, rank_by=self.rank_by, fallback_rank_by=self.fallback_rank_by,
-                                  decimals=self.decimals, rank_summary=rank_summary, tied=tied)
+                                  decimals=self.decimals, rank_summary=rank_summary, tied=tied, coverage=covered,
+                                  columns=self.columns)
         first = table.iloc[0]
         log.info("%s/%s leaderboard: %d models, %s; rank 1: %s (P(rank=1) = %s, rank interval %s)", self.dataset,
                  self.split, len(table), first["Ranked by"], first["Model Name"], first["P(rank=1)"],
@@ -454,9 +532,14 @@ MODEL_FILES = ("pairs", "drops")  # then per model these, then its score files (
 
 @dataclass(frozen=True)
 class Report(Job):
-    """The report page, its Markdown summary and its figures. Input: ``group0``, ``group1``, … (per dataset ×
-    split: :data:`GROUP_FILES`, then per model :data:`MODEL_FILES` and its score files), ``metaeval``
-    (one agreement table per set, in :attr:`metaeval_sets` order)."""
+    """The report: its index page (report.html), one page per dataset × split beside it (:meth:`page_name`), its
+    Markdown summary and its figures. Input: ``group0``, ``group1``, … (per dataset × split: :data:`GROUP_FILES`,
+    then per model :data:`MODEL_FILES` and its score files), ``metaeval`` (one agreement table per set, in
+    :attr:`metaeval_sets` order). Output: ``html``, ``markdown``, ``figures`` (a folder) and ``pages`` (the group
+    pages in group order; by default :meth:`page_name` beside ``html``).
+
+    ``processes``: how many groups are built at once, each in a process of its own (the rule's threads; not a
+    param: the pages are the same bytes however many build them)."""
 
     groups: tuple  # ((dataset, split, models, metrics), ...)
     bootstrap: dict
@@ -464,15 +547,33 @@ class Report(Job):
     cases: int
     metaeval_sets: tuple
     config_hash: str
+    processes: int = field(default=1, metadata={"param": False})
+    # fewer (model, group) entries than this are built here: a spawned process's start (its imports, some 2 s)
+    # would cost more than it saves
+    PARALLEL_MIN_ENTRIES = 60
+
+    @staticmethod
+    def page_name(dataset: str, split: str) -> str:
+        """The file name of a dataset × split's page, beside report.html (as the leaderboard CSV is named)."""
+        return f"{dataset}_{split}.html"
 
     @classmethod
     def of_layout(cls, layout: list, *, bootstrap: dict, empty_hypothesis: str, cases: int, metaeval_sets=(),
-                  config_hash: str = ""):
+                  config_hash: str = "", processes: int = 1):
         """The job for an explicit layout (files written elsewhere: tests, benchmarks); run it with :meth:`write`."""
         groups = tuple((g["dataset"], g["split"], tuple(g["models"]),
                         tuple(next(iter(g["models"].values()))["scores"]) if g["models"] else ()) for g in layout)
         return cls(groups=groups, bootstrap=dict(bootstrap), empty_hypothesis=empty_hypothesis, cases=cases,
-                   metaeval_sets=tuple(metaeval_sets), config_hash=config_hash)
+                   metaeval_sets=tuple(metaeval_sets), config_hash=config_hash, processes=processes)
+
+    def outputs(self, folder) -> "Files":
+        """The job's output files in ``folder`` (as rules/report.smk declares them in results/report)."""
+        import os
+
+        folder = str(folder)
+        return Files(markdown=os.path.join(folder, "report.md"), html=os.path.join(folder, "report.html"),
+                     figures=os.path.join(folder, "figures"),
+                     pages=[os.path.join(folder, self.page_name(d, s)) for d, s, *_ in self.groups])
 
     def layout(self, input) -> list:
         """Per group the files it reads, as :func:`radrank.report.load_group` takes them."""
@@ -491,33 +592,70 @@ class Report(Job):
     def run(self, input, output):
         self.write(self.layout(input), input.get("metaeval", []), output)
 
+    def _pages(self, layout: list, output) -> list:
+        import os
+
+        folder = os.path.dirname(str(output.html))
+        names = [self.page_name(e["dataset"], e["split"]) for e in layout]
+        given = output.get("pages") if isinstance(output, dict) else getattr(output, "pages", None)
+        paths = [str(p) for p in given] if given else [os.path.join(folder, n) for n in names]
+        wanted = [os.path.join(folder, n) for n in names]
+        if [os.path.normpath(p) for p in paths] != [os.path.normpath(p) for p in wanted]:  # the index links by name
+            raise RuntimeError(f"the report's pages must be {wanted} (beside {output.html}), not {paths}")
+        return paths
+
     def write(self, layout: list, metaeval_paths, output):
-        """The report of ``layout`` (:meth:`layout`) and the sets' agreement tables (``metaeval_paths``)."""
+        """The report of ``layout`` (:meth:`layout`) and the sets' agreement tables (``metaeval_paths``): each group's
+        page (in ``processes`` processes at once), then the index and the summary."""
         import os
 
         import pandas as pd
 
-        from radrank.report import load_group, render_report
+        from radrank.report import navigation, render_index
 
-        groups = []
-        for entry in layout:
-            group = load_group(entry, cases=self.cases)
-            names = group.names
-            log.info("%s/%s: %d models (%s), %d per-sample rows, %d drill-down cases", group.dataset, group.split,
-                     len(group.order), ", ".join(names[m] for m in group.order), len(group.values), len(group.cases))
-            groups.append(group)
+        pages = self._pages(layout, output)
+        folder = os.path.dirname(str(output.html))
+        options = {"cases": self.cases, "level": float(self.bootstrap["level"]), "link_base": folder,
+                   "nav": navigation([(e["dataset"], e["split"]) for e in layout]),
+                   "metaeval": bool(self.metaeval_sets), "config_hash": self.config_hash}
+        os.makedirs(output.figures, exist_ok=True)  # a directory output, complete once the index is written
+        rendered, n_figures = [], 0
+        for path, group in zip(pages, self._build(layout, options)):
+            log.info("%s", group.log)
+            for name, svg in sorted(group.figures.items()):
+                io.write_text(svg, os.path.join(str(output.figures), name))
+            n_figures += len(group.figures)
+            io.write_text(group.html, path)
+            group.html, group.figures = "", {}  # written: only the index's parts are kept
+            rendered.append(group)
         metaeval = {name: pd.read_csv(path) for name, path in zip(self.metaeval_sets, metaeval_paths)}
-        markdown, html, figures = render_report(groups, bootstrap=self.bootstrap,
-                                                empty_hypothesis=self.empty_hypothesis, cases=self.cases,
-                                                metaeval=metaeval or None,
-                                                link_base=os.path.dirname(str(output.html)),
-                                                config_hash=self.config_hash)
-        os.makedirs(output.figures, exist_ok=True)  # a directory output, complete once the page is written
+        markdown, html, figures = render_index(rendered, bootstrap=self.bootstrap,
+                                               empty_hypothesis=self.empty_hypothesis, metaeval=metaeval or None,
+                                               config_hash=self.config_hash)
         for name, svg in sorted(figures.items()):
             io.write_text(svg, os.path.join(str(output.figures), name))
-        log.info("report: %d figures, %.1f kB of HTML", len(figures), len(html.encode()) / 1000)
+        log.info("report: %d pages, %d figures, %.1f kB of index", len(pages), n_figures + len(figures),
+                 len(html.encode()) / 1000)
         io.write_text(html, output.html)
         io.write_text(markdown, output.markdown)
+
+    def _build(self, layout: list, options: dict):
+        """Each group's :class:`radrank.report.GroupPage`, in order: here, or, for a report of at least
+        :attr:`PARALLEL_MIN_ENTRIES` (model, group) entries, in ``processes`` fresh processes (spawned: a fork of a
+        process with running threads may hang; a script that runs the job so must guard its main code with
+        ``if __name__ == "__main__"``, which a spawned process imports)."""
+        from radrank.report import build_group
+
+        workers = max(1, min(int(self.processes or 1), len(layout)))
+        if workers == 1 or sum(len(e["models"]) for e in layout) < self.PARALLEL_MIN_ENTRIES:
+            for entry in layout:
+                yield build_group(entry, options)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            yield from pool.map(build_group, layout, [options] * len(layout))
 
 
 # --- generation ----------------------------------------------------------------------------------------

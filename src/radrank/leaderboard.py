@@ -6,12 +6,20 @@ perfect report scores about −1.44 — so we rank by the mean and show 1/mean
 beside it for familiarity. When RadCliQ-v1 was not computed, the configured
 fallback leaf ranks the table and the ``Ranked by`` column says so.
 
+Metric columns: those of the metrics that were run, in ReXrank's order and names
+(``columns="computed"``), or ReXrank's whole set, empty where a metric was not run
+(``columns="rexrank"``, for tools that expect it).
+
+Coverage (:mod:`radrank.stats.coverage`): ``Coverage`` is the share of the dataset's cases
+the model was scored on; a model below ``leaderboard.min_coverage`` has no ``Rank`` and is
+listed after the ranked models; ``Flag`` says why a model has no rank or rank interval.
+
 Rank uncertainty (:mod:`radrank.stats.ranks`), appended after ReXrank's and the
 existing columns when the bootstrap replicates and comparisons are given:
-``Rank CI`` (the rank interval at the bootstrap level, "[lo, hi]"), ``Rank CI low``,
-``Rank CI high``, ``P(rank=1)`` and ``Tied with`` (display names of the neighbouring
-models whose paired difference from this one is not significant, best first,
-joined by "; ").
+``Rank CI`` (the rank interval at the bootstrap level, "[lo, hi]", on the ``Rank CI cases``
+every ranked model has), ``Rank CI low``, ``Rank CI high``, ``P(rank=1)`` and ``Tied with``
+(display names of the neighbouring models whose paired difference from this one is not
+significant, best first, joined by "; "; a comparison on too few common cases tells none apart).
 """
 
 from __future__ import annotations
@@ -40,13 +48,19 @@ def rank_leaf_of(leaves, rank_by: str, fallback_rank_by: str) -> tuple[str, str]
     raise ValueError(f"cannot rank: neither {rank_by!r} nor {fallback_rank_by!r} among computed leaves {list(leaves)}")
 
 
+COLUMN_SETS = ("computed", "rexrank")
+
+
 def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcliq_v1", fallback_rank_by="bleu2",
-                      decimals=3, rank_summary=None, tied=None):
-    """The leaderboard table, best first.
+                      decimals=3, rank_summary=None, tied=None, coverage=None, columns="computed"):
+    """The leaderboard table, best first (ranked models, then the unranked ones, best first).
 
     ``rank_summary`` (from :func:`radrank.stats.ranks.rank_uncertainty`) and ``tied`` (from
-    :func:`radrank.stats.ranks.tied_with`) add the rank-uncertainty columns.
+    :func:`radrank.stats.ranks.tied_with`) add the rank-uncertainty columns; ``coverage`` (from
+    :func:`radrank.stats.coverage.flag_ranking`) the coverage columns and which models are ranked.
     """
+    if columns not in COLUMN_SETS:
+        raise ValueError(f"columns must be one of {COLUMN_SETS}, got {columns!r}")
     import pandas as pd
 
     from radrank.stats.ranks import competition_ranks
@@ -60,9 +74,15 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
 
     by = summary.set_index(["model", "metric"])
     models = sorted(summary["model"].unique())
-    key = [by.loc[(m, rank_leaf), "estimate"] for m in models]
+    covered = coverage.set_index("model") if coverage is not None else None
+    ranked = [m for m in models if covered is None or bool(covered.loc[m, "ranked"])]
+    key = [by.loc[(m, rank_leaf), "estimate"] for m in ranked]
     # NaN estimates rank last; ties share the best rank (the same rule ranks every resample).
-    ranks = dict(zip(models, competition_ranks(key, higher_is_better=not ascending)))
+    ranks = dict(zip(ranked, competition_ranks(key, higher_is_better=not ascending)))
+    # the unranked ones in the same order among themselves, after every ranked model
+    unranked = [m for m in models if m not in ranks]
+    order_unranked = dict(zip(unranked, competition_ranks([by.loc[(m, rank_leaf), "estimate"] for m in unranked],
+                                                          higher_is_better=not ascending)))
     names = {m: (meta or {}).get(m, {}).get("name") or m for m in models}
     uncertainty = rank_summary.set_index("model") if rank_summary is not None else None
 
@@ -70,12 +90,12 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
         return round(float(x), decimals) if x is not None and math.isfinite(float(x)) else None
 
     rows = []
-    board = rexrank_columns()
-    shown = {col.leaf for col in board if not col.reciprocal}
+    board = [col for col in rexrank_columns() if columns == "rexrank" or col.leaf in leaves]
+    shown = {col.leaf for col in rexrank_columns() if not col.reciprocal}
     extra = [leaf for leaf in leaves if leaf not in shown]
     for m in models:
         md = (meta or {}).get(m, {})
-        row = {"Rank": int(ranks[m]), "Date": md.get("date", ""), "Model Name": names[m],
+        row = {"Rank": int(ranks[m]) if m in ranks else None, "Date": md.get("date", ""), "Model Name": names[m],
                "Institution": md.get("institution", ""), "Model URL": md.get("url", "")}
 
         def put(column, leaf):
@@ -97,42 +117,68 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
             put(str(info.loc[leaf, "label"]), leaf)
         listed = drops.get(m)
         row["n"] = int(by.loc[(m, rank_leaf), "n"])
+        if covered is not None:
+            row["Coverage"] = rounded(covered.loc[m, "coverage"])
         row["Dropped"] = int((listed["action"] == "dropped").sum()) if listed is not None else 0
         row["Scored as empty"] = int((listed["action"] == "scored_as_empty").sum()) if listed is not None else 0
         row["Ranked by"] = ranked_by
         row["rank_metric"] = rank_leaf
         row["model"] = m
         if uncertainty is not None:
-            u = uncertainty.loc[m]
+            u = uncertainty.loc[m] if m in uncertainty.index else {"rank_lower": np.nan, "rank_upper": np.nan,
+                                                                   "p_rank1": np.nan}
             known = bool(np.isfinite(u["rank_lower"]))
             row["Rank CI"] = f"[{int(u['rank_lower'])}, {int(u['rank_upper'])}]" if known else ""
             row["Rank CI low"] = int(u["rank_lower"]) if known else None
             row["Rank CI high"] = int(u["rank_upper"]) if known else None
             row["P(rank=1)"] = rounded(u["p_rank1"])
+        if uncertainty is not None and covered is not None:
+            cases = covered.loc[m, "n_rank_cases"]
+            row["Rank CI cases"] = int(cases) if m in ranks and not pd.isna(cases) else None
         if tied is not None:
             row["Tied with"] = "; ".join(names[t] for t in tied.get(m, []))
+        if covered is not None:
+            row["Flag"] = covered.loc[m, "flag"]
+        row["_order"] = (0, ranks[m]) if m in ranks else (1, order_unranked[m])
         rows.append(row)
     table = pd.DataFrame(rows)
-    for column in ("Rank CI low", "Rank CI high"):
+    for column in ("Rank", "Rank CI low", "Rank CI high", "Rank CI cases"):
         if column in table.columns:
             table[column] = table[column].astype("Int64")
-    return table.sort_values(["Rank", "model"], kind="stable").reset_index(drop=True)
+    return table.sort_values(["_order", "model"], kind="stable").drop(columns="_order").reset_index(drop=True)
 
 
 def rank_uncertainty(summary, replicates, comparisons, *, rank_by="radcliq_v1", fallback_rank_by="bleu2",
-                     level=0.95):
+                     level=0.95, coverage=None, min_common_cases=1):
     """(rank summary, rank distribution, tied) on the leaf that ranks the leaderboard.
 
-    ``replicates`` and ``comparisons`` are the statistics stage's tables; the three results
-    are the inputs of :func:`build_leaderboard`'s ``rank_summary`` and ``tied`` and the
-    report's rank plot (:mod:`radrank.stats.ranks`).
+    ``replicates`` and ``comparisons`` are the statistics stage's tables (with ``coverage``: the ranked
+    models' replicates on the cases they share, :func:`radrank.stats.bootstrap.on_common_cases`); the three
+    results are the inputs of :func:`build_leaderboard`'s ``rank_summary`` and ``tied`` and the report's rank
+    plot (:mod:`radrank.stats.ranks`). With ``coverage`` only its ranked models are ranked, and no rank interval
+    is given when they share fewer than ``min_common_cases`` cases; a comparison on fewer common cases than that
+    tells no two models apart.
     """
+    import pandas as pd
+
+    from radrank.stats import coverage as coverage_rules
     from radrank.stats import ranks
 
     leaves = list(dict.fromkeys(summary["metric"]))
     rank_leaf, _ = rank_leaf_of(leaves, rank_by, fallback_rank_by)
     higher = bool(summary.loc[summary["metric"] == rank_leaf, "higher_is_better"].iloc[0])
     models = sorted(summary["model"].unique())
+    if coverage is not None:
+        ranked = coverage[coverage["ranked"]]
+        models = sorted(ranked["model"])
+        if len(ranked) and ranked["n_rank_cases"].iloc[0] < min_common_cases:
+            replicates = replicates[replicates["bootstrap"] == -1]  # the point ranks only: no interval
+    if not models:
+        return (pd.DataFrame(columns=["model", "metric", "rank", "rank_lower", "rank_upper", "p_rank1", "rank_mean",
+                                      "n_bootstrap", "level"]),
+                pd.DataFrame(columns=["model", "metric", "rank", "probability"]), {})
     rank_summary, distribution = ranks.rank_uncertainty(replicates, rank_leaf, models, higher, level)
     order = list(rank_summary.sort_values(["rank", "model"], kind="stable")["model"])
+    few = coverage_rules.too_few_common(comparisons["n_common"], min_common_cases)
+    comparisons = comparisons.assign(p_value=comparisons["p_value"].where(~few))  # too few cases: not significant
     return rank_summary, distribution, ranks.tied_with(order, comparisons, rank_leaf, level)

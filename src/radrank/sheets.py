@@ -7,6 +7,10 @@ naming the line, never a cell that swallows the next line. A column named twice 
 error (which copy would count?). A sheet is read like every file people write
 (:func:`radrank.ingest.detect.read_regular`): a regular file only, as UTF-8.
 
+Files a sheet names (:func:`resolve_sheet_path`): an absolute path is used as written; a relative one is read
+from the sheet's own folder (``../example/x.json`` in ``config/submissions.tsv`` is ``example/x.json`` of the
+project), as people expect of a file that names other files — not from the folder Snakemake runs in.
+
 Model and dataset names (:func:`is_name`): letters, digits and ``_ . + -``, not starting with a
 punctuation mark, at most :data:`MAX_NAME_LENGTH` characters (they become file names, e.g.
 ``results/scores/{dataset}/{split}/{model}/{metric}.parquet`` and the jobs' log files).
@@ -14,6 +18,7 @@ punctuation mark, at most :data:`MAX_NAME_LENGTH` characters (they become file n
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -41,6 +46,29 @@ def name_problem(value) -> str | None:
                 "file names)")
     shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
     return f"{shown!r} must match {NAME_PATTERN} (letters, digits and _ . + -; no spaces or slashes)"
+
+
+def resolve_sheet_path(cell: str, sheet, base_dir=".") -> str:
+    """The file a sheet cell names, as the workflow uses it. ``sheet``: the sheet's path as the config gives it
+    (relative to ``base_dir``, the project folder, or absolute). An absolute cell is returned as written; a
+    relative one is read from the sheet's own folder and returned relative to ``base_dir`` when it lies inside
+    it (``config/submissions.tsv`` naming ``../example/x.json`` gives ``example/x.json``: the same paths in the
+    jobs and their provenance as before), else as an absolute path. An empty cell stays empty."""
+    if not cell or os.path.isabs(cell):
+        return cell
+    base = os.path.realpath(base_dir)
+    folder = os.path.realpath(os.path.join(base, os.path.dirname(os.fspath(sheet))))
+    full = os.path.normpath(os.path.join(folder, cell))
+    if full == base or full.startswith(base.rstrip(os.sep) + os.sep):
+        return os.path.relpath(full, base)
+    return full
+
+
+def shown_sheet_path(cell: str, resolved: str, base_dir=".") -> str:
+    """A sheet cell in a message: as written, and for a relative one the absolute path it was read as."""
+    if os.path.isabs(cell):
+        return cell
+    return f"{cell} (read from the sheet's folder as {os.path.join(os.path.realpath(base_dir), resolved)})"
 
 
 SHEET_COLUMNS = ("model", "dataset", "path")

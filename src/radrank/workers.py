@@ -22,8 +22,19 @@ its job to a worker process and waits for it:
   signal, also written to the job's log; the next job gets a new worker.
 * No worker outlives Snakemake: an idle one sees its connection close, a busy one sees a pipe that only
   Snakemake holds close (a watchdog thread), and when Snakemake exits the pool is shut down (the server
-  waits for its workers, Snakemake for the server). Ctrl-C, or SIGTERM sent to the process group, stops
-  the workers at once; a SIGTERM to Snakemake alone is its graceful stop (running jobs finish first).
+  waits for its workers, Snakemake for the server). A worker killed mid-job leaves no partial file: its
+  outputs are written to hidden ``.part`` files renamed into place at the end (:func:`radrank.io.atomic_path`),
+  and those it leaves are removed.
+* A run stops on SIGTERM, SIGINT (Ctrl-C) or SIGHUP within seconds, whatever a job is doing
+  (:func:`stop_on_signals`, the workflow's ``onstart``; Snakemake's own SIGTERM waits for the running jobs,
+  and a job stuck in a read never ends): no new job starts, the busy workers are killed and every process
+  a job started is sent SIGTERM, so that their jobs fail, their outputs are removed (by the pool too, should
+  Snakemake not get to it) and Snakemake exits non-zero; a job in one of Snakemake's own threads
+  (``RADRANK_WORKERS=0``) cannot be killed, so after :data:`STOP_GRACE_S` seconds its outputs are removed and
+  the process exits (status 128 + the signal) with Snakemake's lock released. Each stop says so in one line,
+  the run's last. The main process of a cluster run has no job of its own: there a stop signal is Ctrl-C, on
+  which Snakemake cancels the cluster's jobs. (A cluster's job step runs without hooks, so without this: the
+  cluster kills it, and its outputs, written to ``.part`` files first, never look complete.)
 
 Switch: ``RADRANK_WORKERS=0`` runs every job in Snakemake's process, as before; ``RADRANK_WORKERS=N`` caps
 the pool at N workers (unset: one per job running at once). A Snakemake that runs one job per process
@@ -60,6 +71,13 @@ PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "scipy.stats", "radrank.jobs", 
            "radrank.metaeval.agreement", "radrank.metaeval.items")
 
 _SHUTDOWN_WAIT_S = 30  # how long Snakemake's exit waits for the server and its workers to end
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_GRACE_ENV = "RADRANK_STOP_GRACE_S"
+# After a stop signal: how long the jobs that cannot be killed (in Snakemake's threads) get before the process
+# exits without them; Snakemake's own shutdown, once every job has ended, gets _STOP_LIMIT_S in all.
+STOP_GRACE_S = 5.0
+_STOP_LIMIT_S = 30.0
 
 
 # --- the job, as plain data -------------------------------------------------------------------------
@@ -114,6 +132,14 @@ class _WorkerDied(Exception):
     """The worker running a job ended before replying."""
 
 
+class _Stopped(Exception):
+    """The run was stopped by a signal (:meth:`Pool.stop`): no job starts."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
 @dataclass
 class _Worker:
     pid: int
@@ -138,10 +164,12 @@ class Pool:
     def __init__(self, max_workers: int | None = None, preload=PRELOAD):
         self.max_workers = max_workers
         self.preload = tuple(preload)
-        self._free = threading.Condition()  # guards _idle, _started and _closed; notified when a worker frees
-        self._idle: list[_Worker] = []
+        self._free = threading.Condition()  # guards _idle, _busy, _started, _closed and _stopped; notified when
+        self._idle: list[_Worker] = []      # a worker frees
+        self._busy: dict[int, _Worker] = {}  # by pid: the workers running a job
         self._started = 0  # workers alive or being started
         self._closed = False
+        self._stopped: int | None = None  # the signal that stopped the run (:meth:`stop`): no job runs any more
         self._server_lock = threading.Lock()  # one request to the server at a time
         self._server = None
         self._control = None
@@ -152,13 +180,27 @@ class Pool:
         task = pickle.dumps(_Task(job_type, rule, dict(params), files(input), files(output),
                                   None if log_path is None else str(log_path), config, os.getcwd(),
                                   dict(os.environ), logging.getLogger().level), protocol=pickle.HIGHEST_PROTOCOL)
-        worker = self._checkout()
+        try:
+            worker = self._checkout()
+        except _Stopped as e:
+            line = _stopped_line(rule, e.signum)
+            _log_failure(line, log_path)
+            raise jobs.JobFailed(line) from None
         try:
             failure = worker.run(task)
         except _WorkerDied:
             self._discard(worker)
-            line = (f"rule {rule} failed: the worker process running it (pid {worker.pid}) "
-                    f"{_how_it_ended(self._exit_code(worker.pid))}")
+            paths = _paths(output)
+            _remove_partials(paths)  # what the job was writing when it died (never renamed into place)
+            stopped = self._stopped if self._stopped is not None else _STOPPED
+            code = self._exit_code(worker.pid) if stopped is None else None
+            if code == -signal.SIGINT:  # Ctrl-C reached the process group: the workers end before the stop starts
+                stopped = signal.SIGINT
+            if stopped is not None:
+                _remove_outputs(paths)  # as Snakemake does for a failed job, even if it cannot any more
+                line = _stopped_line(rule, stopped)
+            else:
+                line = f"rule {rule} failed: the worker process running it (pid {worker.pid}) {_how_it_ended(code)}"
             _log_failure(line, log_path)
             raise jobs.JobFailed(line) from None
         self._checkin(worker)
@@ -169,6 +211,27 @@ class Pool:
     def server_pid(self) -> int | None:
         """The fork server's pid (None before the first job): the workers are its children."""
         return None if self._server is None else self._server.pid
+
+    def stop(self, signum: int) -> list[int]:
+        """The run was stopped by signal ``signum``: kill the busy workers (SIGKILL; their jobs fail with the
+        line :func:`_stopped_line`), and refuse every job from now on. The pids of the workers killed."""
+        with self._free:
+            self._stopped = signum
+            busy = list(self._busy)
+            self._free.notify_all()  # jobs waiting for a worker: refused
+        for pid in busy:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return busy
+
+    def spared(self) -> set[int]:
+        """The processes that end with Snakemake by themselves: the server and the idle workers."""
+        with self._free:
+            pids = {w.pid for w in self._idle}
+        server = self._server
+        return pids | ({server.pid} if server is not None else set())
 
     def close(self) -> None:
         """End the workers and the server (idle workers at once, busy ones when this process's pipe closes)."""
@@ -196,27 +259,39 @@ class Pool:
         self.close()
 
     def _checkout(self) -> _Worker:
+        """An idle worker or a new one, marked busy; :class:`_Stopped` once the run is stopped."""
         with self._free:
             while True:
+                if self._stopped is not None:
+                    raise _Stopped(self._stopped)
                 if self._closed:
                     raise RuntimeError("the worker pool is closed")
                 if self._idle:
-                    return self._idle.pop()
+                    worker = self._idle.pop()
+                    self._busy[worker.pid] = worker
+                    return worker
                 if self.max_workers is None or self._started < self.max_workers:
                     self._started += 1
                     break
                 self._free.wait()
         try:
-            return self._fork_worker()
+            worker = self._fork_worker()
         except BaseException:
             with self._free:
                 self._started -= 1
                 self._free.notify()
             raise
+        with self._free:
+            if self._stopped is None:
+                self._busy[worker.pid] = worker
+                return worker
+        self._discard(worker)  # stopped while it was forked: it sees its connection close and ends
+        raise _Stopped(self._stopped)
 
     def _checkin(self, worker: _Worker) -> None:
         with self._free:
-            if self._closed:
+            self._busy.pop(worker.pid, None)
+            if self._closed or self._stopped is not None:
                 worker.conn.close()
             else:
                 self._idle.append(worker)
@@ -225,6 +300,7 @@ class Pool:
     def _discard(self, worker: _Worker) -> None:
         worker.conn.close()
         with self._free:
+            self._busy.pop(worker.pid, None)
             self._started -= 1
             self._free.notify()
 
@@ -299,10 +375,10 @@ def _how_it_ended(code: int | None) -> str:
     return f"exited with status {code} before finishing it"
 
 
-def _log_failure(line: str, log_path) -> None:
+def _log_failure(line: str, log_path, stderr: bool = True) -> None:
     """The job's log ends with its failure line, as :func:`radrank.jobs.run_logged` ends it."""
     record = logging.LogRecord(jobs.log.name, logging.ERROR, __file__, 0, line, None, None)
-    handlers = [logging.StreamHandler(sys.stderr)]
+    handlers = [logging.StreamHandler(sys.stderr)] if stderr else []
     if log_path:
         handlers.append(logging.FileHandler(log_path, mode="a"))
     for handler in handlers:
@@ -338,6 +414,8 @@ def pool_for(workflow) -> Pool | None:
 
             _POOL = Pool(max_workers)
             atexit.register(_POOL.close)  # after Snakemake's job threads have ended: every worker idle
+            if _STOPPED is not None:
+                _POOL.stop(_STOPPED)
         return _POOL
 
 
@@ -350,11 +428,219 @@ def run_in_process(job_type, rule, params, input, output, log, config, workflow)
 
 def run(job_type, rule, params, input, output, log_path, config, *, workflow=None) -> None:
     """A job in a worker of this process's pool, or here (see :func:`run_in_process`)."""
+    if _STOPPED is not None:  # a job Snakemake started as the signal came
+        line = _stopped_line(rule, _STOPPED)
+        _log_failure(line, log_path)
+        raise jobs.JobFailed(line)
     pool = pool_for(workflow)
-    if pool is None:
-        run_job(job_type, rule, params, input, output, log_path, config)
-    else:
+    if pool is not None:
         pool.run(job_type, rule, params, input, output, log_path, config)
+        return
+    me = threading.get_ident()
+    with _RUNNING_LOCK:
+        if _STOPPED is not None:
+            line = _stopped_line(rule, _STOPPED)
+            _log_failure(line, log_path)
+            raise jobs.JobFailed(line)
+        _RUNNING[me] = (rule, _paths(output), None if log_path is None else str(log_path))
+    try:
+        run_job(job_type, rule, params, input, output, log_path, config)
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(me, None)
+
+
+# --- stopping on a signal ---------------------------------------------------------------------------------
+
+_STOPPED: int | None = None  # the signal that stopped this run
+_RUNNING: dict[int, tuple] = {}  # the jobs running in this process's threads: thread -> (rule, outputs, log)
+_RUNNING_LOCK = threading.Lock()
+
+
+def stop_on_signals(workflow) -> None:
+    """The workflow's ``onstart``: from now on SIGTERM, SIGINT and SIGHUP stop the run within seconds (see the
+    module docstring) instead of Snakemake's graceful stop, which waits for the running jobs however long they
+    take. Called in Snakemake's main thread once its scheduler is set up (it installs its own SIGTERM handler);
+    a signal this process ignores (``nohup``, a background job's SIGINT) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if not getattr(workflow, "local_exec", True) and not getattr(workflow, "remote_exec", False):
+        # the jobs run on a cluster (the SLURM executor): Snakemake's own Ctrl-C path cancels them (scancel) and
+        # exits; SIGTERM and SIGHUP take that path too, instead of waiting for the cluster's jobs to finish
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) not in (signal.SIG_IGN, None):
+                signal.signal(signum, _interrupt)
+        return
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) not in (signal.SIG_IGN, None):
+            signal.signal(signum, lambda signum, frame: _on_signal(workflow, signum))
+
+
+def _interrupt(signum, frame):
+    """(A cluster run's main process.) A stop signal is Ctrl-C: Snakemake cancels the cluster's jobs."""
+    signal.signal(signum, signal.SIG_DFL)  # a second one ends the process at once
+    _say(f"radrank: stopping on {_signal_name(signum)}: cancelling the cluster's jobs")
+    raise KeyboardInterrupt
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _stopped_line(rule: str, signum: int) -> str:
+    return f"rule {rule} stopped: the run was stopped by {_signal_name(signum)}"
+
+
+def _stopped_final(signum: int, detail: str = "") -> str:
+    return (f"radrank: the run was stopped by {_signal_name(signum)}{detail}; the interrupted jobs' outputs were "
+            "removed; rerun the command to go on")
+
+
+def _say(line: str) -> None:
+    """A line on stderr, written at once (also from a signal handler: no buffered stream's lock)."""
+    try:
+        os.write(2, (line + "\n").encode(errors="replace"))
+    except OSError:
+        pass
+
+
+def _on_signal(workflow, signum: int) -> None:
+    """(Main thread, a signal handler.) The first stop signal starts the stop; later ones change nothing."""
+    global _STOPPED
+    if _STOPPED is not None:  # (no lock: a handler must not wait for one its own thread may hold)
+        return
+    _STOPPED = signum
+    _say(f"radrank: stopping on {_signal_name(signum)}: the running jobs are ended and their outputs removed; "
+         "no new job starts")
+    import atexit
+
+    atexit.register(_say, _stopped_final(signum))  # the run's last line, after Snakemake's own
+    threading.Thread(target=_stop, args=(workflow, signum), name="radrank-stop", daemon=True).start()
+
+
+def _stop(workflow, signum: int) -> None:
+    """End the running jobs so that Snakemake fails them (removing their outputs) and exits; if some cannot be
+    ended (jobs in Snakemake's threads), exit without them after the grace (:func:`_exit_now`)."""
+    started = time.monotonic()
+    grace = _stop_grace()
+    scheduler = getattr(workflow, "scheduler", None)
+    if scheduler is not None and hasattr(scheduler, "exit_gracefully"):
+        scheduler.exit_gracefully()  # no new job; Snakemake ends once the running ones have
+    tree = _descendants(os.getpid())  # before the workers die: what a worker's job started is in it
+    pool = _POOL
+    spared = set()
+    if pool is not None:
+        pool.stop(signum)
+        spared = pool.spared()
+    _kill(set(tree) - spared, signal.SIGTERM)  # shell and script jobs, with what they started
+    while True:
+        time.sleep(0.05)
+        waited = time.monotonic() - started
+        with _RUNNING_LOCK:
+            stuck = bool(_RUNNING)
+        if (waited > grace and (stuck or set(_descendants(os.getpid())) - spared)) or waited > _STOP_LIMIT_S:
+            break
+    _exit_now(workflow, signum, grace)
+
+
+def _stop_grace() -> float:
+    try:
+        return float(os.environ.get(STOP_GRACE_ENV, STOP_GRACE_S))
+    except ValueError:
+        return STOP_GRACE_S
+
+
+def _exit_now(workflow, signum: int, grace: float) -> None:
+    """The jobs still running after the grace: their outputs removed (their logs say so), every process
+    left killed, Snakemake's lock released, then this process exits."""
+    with _RUNNING_LOCK:
+        stuck = list(_RUNNING.values())
+    for rule, outputs, log_path in stuck:
+        _remove_outputs(outputs)
+        _log_failure(_stopped_line(rule, signum), log_path, stderr=False)
+    _kill(_descendants(os.getpid()), signal.SIGKILL)
+    persistence = getattr(workflow, "persistence", None)
+    if getattr(persistence, "_lockfile", None) and not getattr(workflow, "remote_exec", False):
+        try:  # only the locks this process wrote (a cluster's job step takes none: the main process's stay)
+            persistence.unlock()
+        except Exception:  # noqa: BLE001 (a lock already gone: nothing to do)
+            pass
+    rules = ", ".join(sorted({rule for rule, _, _ in stuck})) or "Snakemake's shutdown"
+    _say(_stopped_final(signum, f" ({rules} still running {grace:g} s later: ended with the process)"))
+    os._exit(128 + signum)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux: /proc), parents before children; [] where there is no /proc."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields and fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill(pids, signum: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _paths(named) -> list[str]:
+    """Every path of a rule's output (Snakemake's named list, or a dict of paths or lists of paths)."""
+    values = named.values() if isinstance(named, dict) else named
+    out = []
+    for value in values:
+        out.extend(map(str, value) if isinstance(value, (list, tuple)) else [str(value)])
+    return out
+
+
+def _remove_partials(paths) -> None:
+    """The hidden ``.<name>.*.part`` files :func:`radrank.io.atomic_path` writes beside each output."""
+    import glob
+
+    for path in paths:
+        head, name = os.path.split(path)
+        for part in glob.glob(os.path.join(glob.escape(head or "."), f".{glob.escape(name)}.*.part")):
+            try:
+                os.unlink(part)
+            except OSError:
+                pass
+
+
+def _remove_outputs(paths) -> None:
+    """A stopped job's outputs (files or folders) and its partial files: nothing of it looks complete."""
+    import shutil
+
+    _remove_partials(paths)
+    for path in paths:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.lexists(path):
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 # --- the server and the workers (their own processes) ---------------------------------------------------

@@ -4,7 +4,8 @@ Built once from the validated config when the Snakefile loads (:meth:`Plan.load`
 rule or input function asks is answered here, from this one reading of the config:
 
 * the submissions (sheet and ``generation`` entries) — so building the DAG never parses a submission.
-  Every file the sheet names must be a regular file (:func:`radrank.ingest.detect.file_problem`: a FIFO,
+  Every file the sheet names (a relative path is read from the sheet's own folder,
+  :func:`radrank.sheets.resolve_sheet_path`) must be a regular file (:func:`radrank.ingest.detect.file_problem`: a FIFO,
   a device, a symlink loop or a file over the size cap is a ConfigError naming the sheet row); the
   first bytes of a row's submission are looked at only when the row has a ``reference_path``, which
   a ReXrank JSON or parquet submission (holding its own references) may not have. Model and dataset
@@ -34,7 +35,8 @@ from pathlib import Path
 from radrank import jobs, metaeval, metrics
 from radrank.digests import FileDigests
 from radrank.errors import ConfigError, InputError, MissingWeightsError
-from radrank.sheets import NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, name_problem, read_models_sheet, read_sheet
+from radrank.sheets import (NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, name_problem, read_models_sheet, read_sheet,
+                            resolve_sheet_path, shown_sheet_path)
 
 GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
 GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
@@ -146,6 +148,7 @@ class Plan:
         # content digests of the files people write, in the jobs' params: content, not mtime, reruns a job
         self.digests = FileDigests(digest_memo)
         self.submissions: dict = {}  # (dataset, model) -> Submission
+        self.warnings: list = []  # what the run should say when it loads (rules/common.smk prints them)
         self.metric_names = metric_closure(self.config["metrics"], "metrics")  # findings and reports splits
         self.vqa_metric_names = metric_closure(self.config.get("vqa_metrics", ["vqa"]), "vqa_metrics")
         for key in ("metric_settings", "shards"):
@@ -165,6 +168,7 @@ class Plan:
             raise ConfigError(f"nothing to score: sheet {self.config['submissions']} lists no submissions and "
                               "config 'generation' is empty")
         self.models_sheet = self._read_models_sheet()
+        self.canonical_references = self._read_references()
         from radrank.mrscore_train.config import TrainingConfig
 
         # MRScore training (target mrscore_train), checked with the rest: None without the section.
@@ -193,7 +197,7 @@ class Plan:
         from radrank.ingest.pairs import check_reference_path
 
         config = self.config
-        sheet = read_sheet(config["submissions"], SHEET_COLUMNS, SHEET_OPTIONAL)
+        sheet = read_sheet(self.base_dir / config["submissions"], SHEET_COLUMNS, SHEET_OPTIONAL)
         splits = tuple(config["splits"])
         for i, row in enumerate(sheet.to_dict("records"), start=1):
             where = f"sheet {config['submissions']}, row {i}"
@@ -203,11 +207,16 @@ class Plan:
                     raise ConfigError(f"{where}: {col} {problem}")
             if not row["path"]:
                 raise ConfigError(f"{where}: path is empty")
+            # relative paths are read from the sheet's own folder (radrank.sheets.resolve_sheet_path)
+            cells = {col: row[col] for col in ("path", "reference_path")}
+            row.update({col: resolve_sheet_path(cell, config["submissions"], self.base_dir)
+                        for col, cell in cells.items()})
             for col in ("path", "reference_path"):
                 # a regular file only: a FIFO or a device would block or never end when it is hashed or read
                 problem = row[col] and file_problem(self.base_dir / row[col])
                 if problem:
-                    raise ConfigError(f"{where}: {col} {row[col]} {problem.removeprefix('file ')}")
+                    shown = shown_sheet_path(cells[col], row[col], self.base_dir)
+                    raise ConfigError(f"{where}: {col} {shown} {problem.removeprefix('file ')}")
             if row["reference_path"]:  # a ground truth given with a file that holds its own would be ignored
                 try:
                     path = self.base_dir / row["path"]
@@ -233,6 +242,33 @@ class Plan:
             return read_models_sheet(self.base_dir / path)
         except ConfigError as e:
             raise ConfigError(f"config 'models': {e}") from None
+
+    def _read_references(self) -> dict:
+        """config ``references.files``: {dataset: its canonical reference file}, checked when the workflow loads —
+        each a dataset of this run (a misspelt name would check nothing), a regular file, a ReXrank JSON or a
+        CSV."""
+        from radrank.ingest.detect import file_problem, sniff_format
+
+        files = dict((self.config.get("references") or {}).get("files") or {})  # the schema's default: none
+        datasets = {d for d, _ in self.submissions}
+        for dataset in sorted(set(files) - datasets):
+            # said, not refused: one config may serve sheets of some of its datasets (a partial rebuild)
+            self.warnings.append(f"config 'references.files.{dataset}': no submission of this run is of dataset "
+                                 f"{dataset!r} (datasets: {sorted(datasets)}), so nothing is checked against "
+                                 f"{files.pop(dataset)}; a misspelt name checks nothing")
+        for dataset, path in files.items():
+            where = f"config 'references.files.{dataset}'"
+            problem = file_problem(self.base_dir / path)
+            if problem:
+                raise ConfigError(f"{where}: {path} {problem.removeprefix('file ')}")
+            try:
+                fmt = sniff_format(self.base_dir / path)
+            except InputError as e:
+                raise ConfigError(f"{where}: {e}") from None
+            if fmt not in ("rexrank_json", "csv"):
+                raise ConfigError(f"{where}: {path} is {fmt}; a dataset's references are a ReXrank JSON or a "
+                                  "ground-truth CSV (study_id, report[, case_id])")
+        return files
 
     def check_ranking(self):
         """config ``leaderboard``'s rank leaves, checked when the workflow loads (:meth:`load`): each names a leaf of
@@ -446,7 +482,22 @@ class Plan:
                                                     if sub.reference_path else {})},
             # generated references were cut to their section by the generation job
             ref_section=None if generated else self.config["ref_section"].get(split, "full"),
-            empty_hypothesis=self.config["empty_hypothesis"], max_chars=self.config["max_report_chars"])
+            empty_hypothesis=self.config["empty_hypothesis"], max_chars=self.config["max_report_chars"],
+            **self._reference_check(dataset, split))
+
+    def _reference_check(self, dataset: str, split: str) -> dict:
+        """The canonical-reference settings an ingest or cases job of ``dataset`` × ``split`` is planned with."""
+        canonical = self.canonical_references.get(dataset)
+        return {"missing_section": self.config["rexrank_missing_section"],
+                "canonical_ref_section": self.config["ref_section"].get(split, "full"),
+                "on_mismatch": self.config["references"]["on_mismatch"],
+                "canonical_sha256": self.digest(canonical) if canonical else None}
+
+    def cases_job(self, dataset: str, split: str) -> jobs.Cases:
+        check = self._reference_check(dataset, split)
+        return jobs.Cases(dataset=dataset, split=split, models=tuple(self.models_for(dataset, split)),
+                          missing_section=check["missing_section"], ref_section=check["canonical_ref_section"],
+                          canonical_sha256=check["canonical_sha256"])
 
     def score_mem_mb(self, rule: "ScoreRule") -> int:
         """A scoring job holds every model's pairs of its group at once: the metric's memory, plus an allowance
@@ -463,9 +514,12 @@ class Plan:
 
     def bootstrap_job(self, dataset: str, split: str) -> jobs.Bootstrap:
         boot = self.config["bootstrap"]
+        board = self.config["leaderboard"]
+        rank_by, fallback = self.ranking(split)
         return jobs.Bootstrap(dataset=dataset, split=split, models=tuple(self.models_for(dataset, split)),
                               metrics=tuple(self.metrics_for_split(split)), n=boot["n"], seed=boot["seed"],
-                              level=boot["level"])
+                              level=boot["level"], rank_by=rank_by, fallback_rank_by=fallback,
+                              min_coverage=board["min_coverage"], min_common_cases=board["min_common_cases"])
 
     def ranking(self, split: str) -> tuple[str, str]:
         """(rank_by, fallback_rank_by) of a split's leaderboard: the vqa split has its own leaf."""
@@ -481,7 +535,9 @@ class Plan:
                                 models_sheet_sha256=self.digest(sheet) if sheet else None,
                                 rank_by=rank_by, fallback_rank_by=fallback,
                                 decimals=self.config["leaderboard"]["decimals"],
-                                level=self.config["bootstrap"]["level"])
+                                level=self.config["bootstrap"]["level"],
+                                min_common_cases=self.config["leaderboard"]["min_common_cases"],
+                                columns=self.config["leaderboard"]["columns"])
 
     def report_groups(self) -> tuple:
         """((dataset, split, models, metrics), ...): what the report shows, in page order."""
@@ -506,8 +562,10 @@ class Plan:
                 "metric_settings": {m: self.identity_of(m) for m in self.all_metric_names()}}
 
     def report_mem_mb(self) -> int:
-        """The report holds every model's per-sample values of every group: grows with (model, group) entries."""
-        return 1000 + 4 * sum(len(self.models_for(d, s)) for d, s in self.groups())
+        """The report holds one group's per-sample values at a time in each of its processes: grows with (model,
+        group) entries. Measured (benchmarks/report_scale.py, 2 processes): ~330 MB at 100 models × 8 groups,
+        ~275 MB at 20 × 8; declared with headroom for longer judge answers."""
+        return 1000 + sum(len(self.models_for(d, s)) for d, s in self.groups())
 
     def bootstrap_mem_mb(self, dataset: str, split: str) -> int:
         """Linear in models × leaves (radrank.stats.bootstrap holds no per-pair copies)."""
@@ -552,7 +610,7 @@ class Plan:
         from radrank.mrscore_train.config import folder
 
         if self.mrscore is None:
-            raise ConfigError("target mrscore_train needs the config section mrscore_training (README: \"Training "
+            raise ConfigError("target mrscore_train needs the config section mrscore_training (docs/mrscore-training.md: \"Training "
                               "MRScore\"; make mrscore-demo runs a complete one)")
         return [f"{folder(self.mrscore.name)}/{f}" for f in ("model/mrscore.json", "model/MODEL_CARD.md",
                                                              "selection.csv")]

@@ -24,7 +24,7 @@ import math
 
 from radrank.context import CONTEXT_COLUMNS, parse_context
 from radrank.errors import ConfigError, InputError
-from radrank.ingest import rexrank, tables
+from radrank.ingest import references, rexrank, tables
 from radrank.ingest.detect import detect_format
 
 PAIRS_COLUMNS = ("sample_id", "study_id", "reference", "hypothesis", "context") + CONTEXT_COLUMNS
@@ -116,18 +116,31 @@ def check_reference_path(path, fmt: str, reference_path, **where) -> None:
 
 
 def ingest_submission(path, split: str, *, reference_path=None, ref_section: str | None = None,
-                      empty_hypothesis: str = "drop", max_chars: int | None = None):
-    """Read one submission for one split and return ``(pairs, drops, fmt)``."""
+                      empty_hypothesis: str = "drop", max_chars: int | None = None, missing_section: str = "drop",
+                      canonical: dict | None = None, canonical_path=None, dataset: str = "",
+                      on_mismatch: str = "error"):
+    """Read one submission for one split and return ``(pairs, drops, fmt)``. ``canonical``: the dataset's
+    references (:func:`radrank.ingest.references.read_canonical`, read from ``canonical_path``), which the
+    submission's references are checked against (:func:`radrank.ingest.references.check_records`)."""
     fmt = detect_format(path)
     check_reference_path(path, fmt, reference_path)
     unmatched: list = []
     if fmt == "rexrank_json":
-        records = rexrank.read(path, split)
+        records = rexrank.read(path, split, missing_section)
     elif fmt == "csv":
         if reference_path is None:
             raise ConfigError(f"{path}: a CSV submission needs a ground-truth CSV (reference_path in the sheet)")
         records, unmatched = tables.read_csv_pair(path, reference_path, ref_section or "full")
     else:
         records = tables.read_parquet_pairs(path, ref_section)
+    if canonical is not None:
+        # a missing prediction scored as empty is scored against its reference too: checked with the rest
+        scored = records + [u for u in unmatched if u["reason"] == "missing_prediction"]
+        kept, mismatched = references.check_records(
+            scored, canonical, dataset=dataset, split=split, path=path, canonical_path=canonical_path,
+            on_mismatch=on_mismatch, source=reference_path if fmt == "csv" else path)
+        keep = {id(r) for r in kept}
+        records = [r for r in records if id(r) in keep]
+        unmatched = [u for u in unmatched if u["reason"] != "missing_prediction" or id(u) in keep] + mismatched
     pairs, drops = build_pairs(records, unmatched, empty_hypothesis=empty_hypothesis, max_chars=max_chars)
     return pairs, drops, fmt

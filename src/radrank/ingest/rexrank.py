@@ -18,6 +18,16 @@ no report), an empty case id, a key repeated in one JSON object, nesting deeper
 than :data:`MAX_DEPTH` (a submission's entries hold flat text fields), and a case id or
 text field holding a lone UTF-16 surrogate (``"\\ud800"`` without its pair: not text, and
 no file can store it).
+
+Missing sections, two modes (config ``rexrank_missing_section``):
+
+* ``drop`` (default): a missing section is missing — a findings reference without findings is empty, and
+  the case is dropped and listed (reason ``empty_reference``).
+* ``literal``: json_to_csv's own output, byte for byte. Its emptiness test is Python truthiness, and a
+  float NaN is truthy, so a NaN section is written as the text "nan": the findings reference of a study
+  whose ``section_findings`` is NaN is "Findings: nan" (138 of CheXpert-Plus's 200 test studies), and a
+  NaN ``report`` is the reference "nan". ``null`` and "" are falsy, so still empty; a string is used as
+  written, blank or "None" included. Only the reference follows this mode; a prediction is read as above.
 """
 
 from __future__ import annotations
@@ -27,9 +37,10 @@ import math
 
 from radrank.errors import InputError
 from radrank.ingest.detect import decode_utf8, read_bytes
-from radrank.text import clean
+from radrank.text import clean, is_missing
 
 SPLITS = ("findings", "reports")
+MISSING_SECTION_MODES = ("drop", "literal")
 _TEXT_FIELDS = ("model_prediction", "section_findings", "section_impression", "report", "context")
 MAX_DEPTH = 64  # where an unreadable nesting is reported; real entries nest 3 levels
 
@@ -124,18 +135,25 @@ def load(path) -> dict:
     return data
 
 
-def reference_for(entry: dict, split: str) -> str:
+def _literal(value) -> str:
+    """A section as json_to_csv writes it: "" when falsy (null, ""), else ``str`` of it (NaN: "nan")."""
+    return str(value) if value else ""
+
+
+def reference_for(entry: dict, split: str, missing_section: str = "drop") -> str:
     # Texts are used as written, surrounding whitespace and newlines included, as json_to_csv
     # does: ReXrank's BLEU-2 splits on single spaces, so "Findings: \nThe lungs" and
     # "Findings: The lungs" tokenise differently (61 of CheXpert-Plus's 62 findings have such
-    # whitespace). Only the emptiness test looks at the stripped text (radrank.text.is_missing).
-    findings = clean(entry.get("section_findings"))
+    # whitespace). Only the emptiness test looks at the stripped text (radrank.text.is_missing),
+    # or, in the literal mode, at the value's truthiness as json_to_csv's does (module docstring).
+    text = _literal if missing_section == "literal" else clean
+    findings = text(entry.get("section_findings"))
     if split == "findings":
         return f"Findings: {findings}" if findings else ""
-    report = clean(entry.get("report"))
+    report = text(entry.get("report"))
     if report:
         return report
-    impression = clean(entry.get("section_impression"))
+    impression = text(entry.get("section_impression"))
     parts = []
     if findings:
         parts.append(f"Findings: {findings}")
@@ -161,10 +179,14 @@ def _printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def read(path, split: str) -> list[dict]:
-    """Return one record per entry: sample_id, study_id, reference, hypothesis, context, row."""
+def read(path, split: str, missing_section: str = "drop", *, predictions: bool = True) -> list[dict]:
+    """Return one record per entry: sample_id, study_id, reference, reference_field, hypothesis, context, row.
+    ``predictions=False`` reads a ground-truth file (a dataset's canonical references): entries need no
+    ``model_prediction`` and the records have no hypothesis."""
     if split not in SPLITS:
         raise InputError(path, f"unknown split {split!r} for a ReXrank submission; choose one of {SPLITS}")
+    if missing_section not in MISSING_SECTION_MODES:
+        raise ValueError(f"missing_section must be one of {MISSING_SECTION_MODES}, got {missing_section!r}")
     data = load(path)
     records = []
     for position, (case_id, entry) in enumerate(data.items()):
@@ -177,7 +199,7 @@ def read(path, split: str) -> list[dict]:
                              row=repr(case_id))
         if not isinstance(entry, dict):
             raise InputError(path, f"entry must be a JSON object, found {type(entry).__name__}", row=case_id)
-        if "model_prediction" not in entry:
+        if predictions and "model_prediction" not in entry:
             raise InputError(path, "required field is missing", field="model_prediction", row=case_id)
         for field in _TEXT_FIELDS:
             value = entry.get(field)
@@ -198,10 +220,18 @@ def read(path, split: str) -> list[dict]:
             {
                 "sample_id": str(case_id),
                 "study_id": position,
-                "reference": reference_for(entry, split),
+                "reference": reference_for(entry, split, missing_section),
+                "reference_field": reference_field(entry, split),
                 "hypothesis": clean(entry.get("model_prediction")),
                 "context": clean(entry.get("context")) or None,
                 "row": case_id,
             }
         )
     return records
+
+
+def reference_field(entry: dict, split: str) -> str:
+    """The field(s) an entry's reference for ``split`` is made of, for messages."""
+    if split == "reports" and not is_missing(entry.get("report")):
+        return "report"
+    return "section_findings" if split == "findings" else "section_findings/section_impression"

@@ -129,6 +129,25 @@ def _index_by(path, rows: list[dict], key: str) -> dict[str, tuple[int, dict]]:
     return out
 
 
+def _csv_sample_id(study: str, row: dict) -> str:
+    """A CSV row's sample id: its case_id when it has one, else its study_id."""
+    case = (row.get("case_id") or "").strip()
+    return case or study
+
+
+def read_ground_truth(path, ref_section: str) -> list[dict]:
+    """A ground-truth CSV alone (a dataset's canonical references): one record per row with sample_id,
+    study_id (the row's position), reference (its ``report`` through the section parser), reference_field
+    and row; ids checked as :func:`read_csv_pair` checks them."""
+    rows = _read_csv_rows(path)
+    by_study = _index_by(path, rows, "study_id")
+    if "case_id" in rows[0]:
+        _index_by(path, rows, "case_id")
+    return [{"sample_id": _csv_sample_id(study, row), "study_id": position, "row": row_no,
+             "reference_field": "report", "reference": parse_section(clean(row["report"]), ref_section)}
+            for position, (study, (row_no, row)) in enumerate(by_study.items())]
+
+
 def read_csv_pair(pred_path, ref_path, ref_section: str) -> tuple[list[dict], list[dict]]:
     """Return (matched records, unmatched records) for a prediction/ground-truth CSV pair."""
     preds = _read_csv_rows(pred_path)
@@ -159,10 +178,6 @@ def read_csv_pair(pred_path, ref_path, ref_section: str) -> tuple[list[dict], li
             field="study_id",
         )
 
-    def sample_id(study: str, row: dict) -> str:
-        case = (row.get("case_id") or "").strip()
-        return case or study
-
     matched, unmatched = [], []
     for position, (study, (row_no, ref_row)) in enumerate(ref_by_study.items()):
         reference = parse_section(clean(ref_row["report"]), ref_section)
@@ -170,21 +185,22 @@ def read_csv_pair(pred_path, ref_path, ref_section: str) -> tuple[list[dict], li
             _, pred_row = pred_by_study[study]
             matched.append(
                 {
-                    "sample_id": sample_id(study, ref_row),
+                    "sample_id": _csv_sample_id(study, ref_row),
                     "study_id": position,
                     "reference": reference,
+                    "reference_field": "report",
                     "hypothesis": clean(pred_row["report"]),
                     "context": None,
                     "row": row_no,
                 }
             )
         else:
-            unmatched.append({"sample_id": sample_id(study, ref_row), "reason": "missing_prediction",
+            unmatched.append({"sample_id": _csv_sample_id(study, ref_row), "reason": "missing_prediction",
                               "study_id": position, "reference": reference, "row": row_no,
                               "detail": f"study_id {study} is in the ground truth only"})
     for study, (row_no, pred_row) in pred_by_study.items():
         if study not in ref_by_study:
-            unmatched.append({"sample_id": sample_id(study, pred_row), "reason": "missing_reference",
+            unmatched.append({"sample_id": _csv_sample_id(study, pred_row), "reason": "missing_reference",
                               "row": row_no, "detail": f"study_id {study} is in the predictions only"})
     return matched, unmatched
 
@@ -282,6 +298,7 @@ def read_parquet_pairs(path, ref_section: str | None) -> list[dict]:
             "sample_id": sid,
             "study_id": i,
             "reference": parse_section(reference, ref_section) if ref_section else reference,
+            "reference_field": "reference",
             "hypothesis": clean(row["hypothesis"]),
             "context": clean(row.get("context")) or None,
             "row": i,

@@ -2,7 +2,7 @@
 
 ``import radrank.metrics`` costs nothing: :data:`REGISTRY` maps each name to where its object
 lives, and a module is imported the first time one of its metrics is asked for. Adding a metric
-is its module, one line here, its family's requirement line and its tests (README: "Adding a
+is its module, one line here, its family's requirement line and its tests (docs/metrics.md: "Adding a
 metric").
 """
 

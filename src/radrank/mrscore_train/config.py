@@ -54,7 +54,7 @@ class SourceSettings(Settings):
 @dataclass(frozen=True)
 class PairSettings(Settings):
     min_gap: float = scored(0.0, "δ: a pair needs score_w > score_l + δ (rubric points)", minimum=0.0)
-    margin_scale: float = scored(20.0, "margin = (score_w − score_l) / margin_scale (README: why 20)",
+    margin_scale: float = scored(20.0, "margin = (score_w − score_l) / margin_scale (docs/mrscore-training.md: why 20)",
                                  minimum=1e-6)
     validation_fraction: float = scored(0.1, "share of references (not pairs) held out for validation",
                                         minimum=0.0, maximum=0.9)

@@ -98,38 +98,63 @@ class Group:
 
 
 def _read(path, columns=None, filters=None):
+    table, meta = _read_arrow(path, columns, filters)
+    return table.to_pandas(), meta
+
+
+def _read_arrow(path, columns=None, filters=None):
+    """(pyarrow Table, provenance) of one parquet file; single-threaded (the files are small and many)."""
     import pyarrow.parquet as pq
 
     from radrank.io import PROVENANCE_KEY
 
-    table = pq.read_table(path, columns=columns, filters=filters)
+    if filters is None:
+        with open(path, "rb") as f:  # a Python file: pyarrow's filesystem lookup costs more than a small file's read
+            table = pq.ParquetFile(f).read(columns=columns, use_threads=False)
+    else:
+        table = pq.read_table(path, columns=columns, filters=filters, use_threads=False)
     raw = (table.schema.metadata or {}).get(PROVENANCE_KEY)
-    return table.to_pandas(), (json.loads(raw) if raw else {})
+    return table, (json.loads(raw) if raw else {})
+
+
+def _floats(column) -> np.ndarray:
+    """A pyarrow column as float64, nulls as NaN."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
 
 
 def _per_sample_values(models: dict, metric_names: list):
-    """(long DataFrame model, sample_id, columns…; SampleColumns; score provenance per (model, metric))."""
+    """(long DataFrame model, sample_id, columns…; SampleColumns; score provenance per (model, metric)).
+
+    Read with pyarrow column by column and assembled once (a DataFrame per file costs more than the read)."""
     import pandas as pd
 
     cols = [c for name in metric_names for c in sample_columns(name)]
-    frames, prov = [], {}
+    owned = {name: [c.column for c in cols if c.column in set(metrics.get(name).columns)] for name in metric_names}
+    ids, values, counts, prov = [], {c.column: [] for c in cols}, [], {}
     for model, entry in models.items():
-        parts = {"sample_id": None}
+        first = None
         for name in metric_names:
-            wanted = [c.column for c in cols if c.column in set(metrics.get(name).columns)]
-            df, meta = _read(entry["scores"][name], ["sample_id", *wanted])
+            table, meta = _read_arrow(entry["scores"][name], ["sample_id", *owned[name]])
             prov[model, name] = meta
-            if parts["sample_id"] is None:
-                parts["sample_id"] = df["sample_id"]
-            elif not df["sample_id"].equals(parts["sample_id"]):
+            sample_ids = table.column("sample_id")
+            if first is None:
+                first = sample_ids
+            elif not sample_ids.equals(first):
                 raise ValueError(f"{entry['scores'][name]}: sample ids differ from the model's other score files")
-            for c in wanted:
-                parts[c] = df[c].astype("float64")
-        frame = pd.DataFrame(parts)
-        frame.insert(0, "model", model)
-        frames.append(frame)
-    values = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "sample_id"])
-    return values, cols, prov
+            for c in owned[name]:
+                values[c].append(_floats(table.column(c)))
+        n = 0 if first is None else len(first)
+        ids.append(np.asarray(first.to_pylist() if first is not None else [], dtype=object))
+        counts.append(n)
+    if not counts:
+        return pd.DataFrame(columns=["model", "sample_id"]), cols, prov
+    frame = {"model": np.repeat(np.asarray(list(models), dtype=object), counts), "sample_id": np.concatenate(ids)}
+    for c in cols:
+        frame[c.column] = np.concatenate(values[c.column]) if values[c.column] else np.full(sum(counts), np.nan)
+    return pd.DataFrame(frame), cols, prov
 
 
 def select_cases(values, rank_column: SampleColumn | None, n: int):
@@ -156,38 +181,77 @@ def select_cases(values, rank_column: SampleColumn | None, n: int):
 
 
 def _case_details(cases, values, models: dict, metric_names: list):
-    """Add the texts, every per-sample value and the judges' explanations to the chosen cases."""
+    """Add the texts, every per-sample value and the judges' explanations to the chosen cases.
+
+    Per model its pairs' text columns and its judges' explanation columns are read whole (a few
+    thousand rows; a filtered read costs more) and the chosen rows taken by position."""
     import pandas as pd
     import pyarrow.parquet as pq
 
     if cases.empty:
         return cases, {}
     pairs_prov = {}
-    parts = []
+    value_columns = [c for c in values.columns if c not in ("model", "sample_id")]
+    by_model = {m: rows for m, rows in values.groupby("model", sort=False)}
+    records = []
     for model, chosen in cases.groupby("model", sort=True):
         ids = list(chosen["sample_id"])
         path = models[model]["pairs"]
         present = set(pq.read_schema(path).names)
-        text_cols = ["sample_id", "reference", "hypothesis", *[c for c in CONTEXT_COLUMNS if c in present]]
-        texts, meta = _read(path, text_cols, filters=[("sample_id", "in", ids)])
+        text_cols = ["reference", "hypothesis", *[c for c in CONTEXT_COLUMNS if c in present]]
+        texts, meta = _read_arrow(path, ["sample_id", *text_cols])
         pairs_prov[model] = meta
-        merged = chosen.merge(texts, on="sample_id", how="left", validate="one_to_one")
+        taken = [_taken(texts, ids, text_cols)]
         for name in metric_names:
             explanation = list(metrics.get(name).explained_by)  # the columns its explain() reads
             if explanation:
-                extra, _ = _read(models[model]["scores"][name], ["sample_id", *explanation],
-                                 filters=[("sample_id", "in", ids)])
-                merged = merged.merge(extra, on="sample_id", how="left", validate="one_to_one")
-        parts.append(merged)
-    detailed = pd.concat(parts, ignore_index=True)
-    detailed = detailed.merge(values, on=["model", "sample_id"], how="left", validate="one_to_one")
-    return detailed, pairs_prov
+                extra, _ = _read_arrow(models[model]["scores"][name], ["sample_id", *explanation])
+                taken.append(_taken(extra, ids, explanation))
+        rows = by_model[model]
+        position = dict(zip(rows["sample_id"], range(len(rows))))
+        own = {c: rows[c].to_numpy() for c in value_columns}
+        for i, (kind, pos, sid) in enumerate(zip(chosen["kind"], chosen["position"], chosen["sample_id"])):
+            record = {"model": model, "kind": kind, "position": pos, "sample_id": sid}
+            for part in taken:
+                record.update({c: v[i] for c, v in part.items()})
+            j = position[sid]
+            record.update({c: own[c][j] for c in value_columns})
+            records.append(record)
+    return pd.DataFrame.from_records(records), pairs_prov
+
+
+def _taken(table, ids: list, columns: list) -> dict:
+    """{column: [its value for each of ``ids``]} from a pyarrow table with a sample_id column (None when absent)."""
+    index = {sid: i for i, sid in enumerate(table.column("sample_id").to_pylist())}
+    rows = [index.get(sid) for sid in ids]
+    out = {}
+    for c in columns:
+        data = table.column(c).to_pylist()
+        out[c] = [None if r is None else data[r] for r in rows]
+    return out
 
 
 def _pairs_provenance(models: dict, already: dict) -> dict:
     from radrank.io import read_provenance
 
     return {m: already.get(m) or read_provenance(entry["pairs"]) for m, entry in models.items()}
+
+
+def _read_drops(path):
+    """A drop list as strings, as :func:`radrank.io.read_csv` with ``dtype=str, keep_default_na=False`` reads it
+    (the apostrophe that keeps a spreadsheet from running a text removed), with the csv module: they are many
+    and small."""
+    import csv
+
+    import pandas as pd
+
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return pd.DataFrame()
+    header = [io.plain_text(h) for h in rows[0]]
+    body = [[io.plain_text(v) for v in r] for r in rows[1:]]
+    return pd.DataFrame(body, columns=header, dtype=object) if body else pd.DataFrame(columns=header, dtype=object)
 
 
 def load_group(entry: dict, *, cases: int = 5) -> Group:
@@ -203,7 +267,7 @@ def load_group(entry: dict, *, cases: int = 5) -> Group:
     metric_names = list(next(iter(models.values()))["scores"]) if models else []
     values, columns, score_prov = _per_sample_values(models, metric_names)
     leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
-    drops = {m: io.read_csv(e["drops"], dtype=str, keep_default_na=False) for m, e in models.items()}
+    drops = {m: _read_drops(e["drops"]) for m, e in models.items()}
     group = Group(dataset=entry["dataset"], split=entry["split"], board=board, summary=summary,
                   comparisons=comparisons, ranks=ranks, values=values, columns=columns, leaves=leaves,
                   metric_names=metric_names,

@@ -177,9 +177,12 @@ def rank_figure(names: list, distribution: np.ndarray, point: np.ndarray, lower:
 # --- forest plot and distributions ---------------------------------------------------------------------
 
 
+PANEL_GAP_IN = 0.5  # between panels of a row: room for the outer tick labels of both (0.3 let them touch)
+
+
 def _model_panels(names, n_panels, row_h):
     return Grid(n_panels, 2.3, row_h * max(len(names), 1) + 0.2, left=_label_width(names), bottom=0.5, top=0.5,
-                gap=0.3)
+                gap=PANEL_GAP_IN)
 
 
 def _shared_rows(grid, names):
@@ -274,7 +277,8 @@ def distribution_figure(names: list, panels: list, *, name: str, title: str, bin
                          fontweight="bold" if p["accent"] else "normal")
             ax.set_xlabel("per sample, " + ("higher is better" if p["higher_is_better"] else "lower is better"),
                           fontsize=8, color="#555")
-            ax.set_xlim(lo, hi)
+            pad = 0.04 * (hi - lo)  # the outer ticks' labels inside the panel's width
+            ax.set_xlim(lo - pad, hi + pad)
         grid.title(title)
     return to_svg(grid.fig, name, title)
 
@@ -377,7 +381,13 @@ def metaeval_figure(labels: list, estimate, lower, upper, accent: list, ceiling,
         known = ceil[np.isfinite(ceil)]
         if known.size and np.allclose(known, known[0]):
             ax.axvline(known[0], color="#555", linestyle="--", linewidth=1)
-            ax.text(known[0], -0.7, " human ceiling", color="#555", fontsize=8, va="bottom")
+            left, right = ax.get_xlim()
+            lo_x, hi_x = min(left, known[0]), max(right, known[0])
+            ax.set_xlim(lo_x, hi_x)
+            # the label beside the line, a few points off it: on its left when the line is near the right edge
+            flip = hi_x > lo_x and (known[0] - lo_x) / (hi_x - lo_x) > 0.7
+            ax.annotate("human ceiling", (known[0], -0.7), xytext=(-4 if flip else 4, 0), textcoords="offset points",
+                        color="#555", fontsize=8, va="bottom", ha="right" if flip else "left")
         elif known.size:
             ax.scatter(ceil, y, marker="|", s=120, color="#555", zorder=4, label="human ceiling")
             ax.legend(loc="lower right", fontsize=8, frameon=False)

@@ -1,6 +1,6 @@
-"""HTML and Markdown building blocks of the report: escaped tables (sortable in the page),
-collapsible sections, and the page shell with its style, its one small script and a
-content security policy that forbids every fetch.
+"""HTML and Markdown building blocks of the report: escaped tables (sortable in the page; long ones
+paged in the page, their rows kept as data in the page's one script), collapsible sections, and the
+page shell with its style, that script and a content security policy that forbids every fetch.
 
 Every text the report shows may come from the people being ranked (display names,
 institutions, URLs, case ids, report texts, judges' answers), so:
@@ -9,7 +9,9 @@ institutions, URLs, case ids, report texts, judges' answers), so:
   return) never reach either file: :func:`visible` shows each as its Unicode control picture
   (NUL → ␀, ESC → ␛, BEL → ␇) or U+FFFD, in the text and, as a last pass, in the whole page,
   its Markdown and its figures;
-* HTML: every text is HTML-escaped (:func:`esc`);
+* HTML: every text is HTML-escaped (:func:`esc`); the rows of a paged table are data in the page's
+  script (:func:`script_json`: JSON with every ``<``, ``>`` and ``&`` written as a ``\\u`` escape, so
+  no text can end the script), put in the page as text (``textContent``), never as markup;
 * Markdown: every text is escaped (:func:`md_text`): a ``<`` that would open a tag, a comment or an
   autolink (no raw HTML, no ``<javascript:…>``), an ``&`` that would start an entity, backslashes,
   backticks and table bars, and the ``](`` / ``][`` of link syntax, so a text never becomes HTML,
@@ -29,7 +31,7 @@ import re
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 STYLE = """
-:root{--ink:#1d2733;--muted:#5b6775;--line:#d8dee6;--bg:#f7f9fb;--accent:#c0392b;--link:#1f5f99}
+:root{--ink:#1d2733;--muted:#5b6775;--line:#d8dee6;--bg:#f7f9fb;--accent:#c0392b;--link:#1f5f99;--flag:#9a5b00}
 *{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;color:var(--ink);margin:0;
  line-height:1.45;font-size:15px}
@@ -38,25 +40,49 @@ nav.toc{position:sticky;top:0;align-self:start;max-height:100vh;overflow:auto;pa
  border-right:1px solid var(--line);background:var(--bg);font-size:13.5px}
 nav.toc ul{list-style:none;padding-left:.9em;margin:.2em 0}nav.toc>ul{padding-left:0}
 nav.toc a{color:var(--link);text-decoration:none}nav.toc a:hover{text-decoration:underline}
+nav.toc .here{font-weight:600}
 main{padding:1em 2.2em 4em;min-width:0}
 h1{font-size:1.7em;margin:.4em 0}h2{font-size:1.35em;border-bottom:2px solid var(--line);padding-bottom:.2em;
  margin-top:2.2em}h3{font-size:1.1em;margin-top:1.8em}
 p.note,.muted{color:var(--muted);font-size:.92em}
-.scroll{overflow-x:auto;max-width:100%}
+.scroll{overflow-x:auto;max-width:100%;
+ background:linear-gradient(to right,#fff 30%,rgba(255,255,255,0)),
+ linear-gradient(to left,#fff 30%,rgba(255,255,255,0)) 100% 0,
+ radial-gradient(farthest-side at 0 50%,rgba(0,0,0,.22),rgba(0,0,0,0)),
+ radial-gradient(farthest-side at 100% 50%,rgba(0,0,0,.22),rgba(0,0,0,0)) 100% 0;
+ background-repeat:no-repeat;background-size:40px 100%,40px 100%,14px 100%,14px 100%;
+ background-attachment:local,local,scroll,scroll}
+p.scroll-hint{margin:.4em 0 0;font-size:12.5px;color:var(--flag)}
 table{border-collapse:collapse;margin:.6em 0;font-size:13.5px}
 th,td{border-bottom:1px solid var(--line);padding:4px 8px;text-align:right;vertical-align:top;white-space:nowrap}
 td.t{white-space:normal}
 th{background:var(--bg);position:sticky;top:0}
 td.t,th.t{text-align:left}
-table.sortable th{cursor:pointer;user-select:none}table.sortable th:hover{background:#e9eef4}
+table.sortable th,table.paged th{cursor:pointer;user-select:none}
+table.sortable th:hover,table.paged th:hover{background:#e9eef4}
 th[aria-sort=ascending]::after{content:" ▲"}th[aria-sort=descending]::after{content:" ▼"}
 tr.accent td{background:#fdf1ef}
+table.board{border-collapse:separate;border-spacing:0}
+table.board th{white-space:normal;vertical-align:bottom;max-width:7.5em}
+table.board td,table.board th{padding:4px 6px}
+table.board .ci{display:block;font-size:11.5px;color:var(--muted);white-space:nowrap;font-weight:400}
+table.board .s0{position:sticky;left:0;z-index:1;background:#fff;width:3.3em;min-width:3.3em;max-width:3.3em}
+table.board .s1{position:sticky;left:3.3em;z-index:1;background:#fff;box-shadow:inset -1px 0 var(--line)}
+table.board th.s0,table.board th.s1{z-index:3;background:var(--bg)}
+table.board tr.flagged td{background:#fff8ec}
+td.nm{white-space:normal;font-weight:500;min-width:10.5em;max-width:16em;overflow-wrap:anywhere}
+td.tied{min-width:12em;max-width:15em;font-size:12.5px}
+.mono{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
+.flag{display:block;font-weight:400;font-size:12px;color:var(--flag);max-width:22em;overflow-wrap:break-word}
 td.text{text-align:left;min-width:15em;max-width:30em;white-space:pre-wrap;word-break:break-word}
 td.text.ctx{min-width:8em;max-width:13em;font-size:12.5px}
 td.text.judge{min-width:17em;white-space:normal;font-size:12.5px}
-td.nm{white-space:nowrap;font-weight:500}
 td.kv{text-align:left;font-size:12.5px;color:var(--muted);white-space:nowrap}
+td.wrap{white-space:normal;overflow-wrap:anywhere;min-width:6em;max-width:26em;font-size:12.5px}
 td.sig{font-weight:600}
+.pager{display:flex;gap:.6em;align-items:center;font-size:13px;margin:.1em 0 .8em;color:var(--muted)}
+.pager button{font:inherit;padding:1px 8px;border:1px solid var(--line);border-radius:4px;background:var(--bg);
+ color:var(--link);cursor:pointer}.pager button:disabled{color:var(--muted);cursor:default}
 figure{margin:1em 0}svg.figure{max-width:100%;height:auto}
 figcaption{color:var(--muted);font-size:.92em;max-width:70em}
 details{margin:.4em 0}details>summary{cursor:pointer;color:var(--link)}
@@ -69,18 +95,51 @@ pre{white-space:pre-wrap;word-break:break-word;background:var(--bg);padding:.6em
 """
 
 # Click a header to sort its table; cells sort by data-v when they have one (numbers), else by text.
+# A paged table (class "paged") shows PAGE_ROWS rows at a time from its rows in RR (the page's data), sorted as a
+# whole; every text is set as textContent. A table wider than its box says so above it.
 SCRIPT = """
-document.querySelectorAll('table.sortable').forEach(function(t){
- t.querySelectorAll('th').forEach(function(th,i){th.addEventListener('click',function(){
-  var asc=th.getAttribute('aria-sort')!=='ascending';
-  t.querySelectorAll('th').forEach(function(o){o.removeAttribute('aria-sort')});
-  th.setAttribute('aria-sort',asc?'ascending':'descending');
-  var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows);
-  function key(r){var c=r.cells[i];var v=c.getAttribute('data-v');return v===null?c.textContent:parseFloat(v)}
-  rows.sort(function(x,y){var a=key(x),c=key(y);if(typeof a==='number'&&typeof c==='number'){
-   if(isNaN(a))return 1;if(isNaN(c))return -1;return asc?a-c:c-a}
-   return asc?String(a).localeCompare(String(c)):String(c).localeCompare(String(a))});
-  rows.forEach(function(r){b.appendChild(r)});});});});
+(function(){
+var D=typeof RR==='undefined'?{}:RR;
+function cmp(a,c,asc){if(typeof a==='number'&&typeof c==='number'){
+ if(isNaN(a))return isNaN(c)?0:1;if(isNaN(c))return -1;return asc?a-c:c-a}
+ a=String(a);c=String(c);return asc?a.localeCompare(c):c.localeCompare(a)}
+function sorting(t,sort){var hs=t.tHead.rows[0].cells;Array.prototype.forEach.call(hs,function(th,i){
+ th.addEventListener('click',function(){var asc=th.getAttribute('aria-sort')!=='ascending';
+  Array.prototype.forEach.call(hs,function(o){o.removeAttribute('aria-sort')});
+  th.setAttribute('aria-sort',asc?'ascending':'descending');sort(i,asc)})})}
+document.querySelectorAll('table.sortable').forEach(function(t){sorting(t,function(i,asc){
+ var b=t.tBodies[0],rows=Array.prototype.slice.call(b.rows);
+ function key(r){var c=r.cells[i];var v=c.getAttribute('data-v');return v===null?c.textContent:parseFloat(v)}
+ rows.sort(function(x,y){return cmp(key(x),key(y),asc)});rows.forEach(function(r){b.appendChild(r)})})});
+document.querySelectorAll('table.paged').forEach(function(t){
+ var d=D[t.id];if(!d)return;var rows=d.rows.slice(),size=+t.getAttribute('data-page-size'),page=0;
+ var pages=Math.max(1,Math.ceil(rows.length/size));
+ function key(c){return Array.isArray(c)?(c[1]===null?NaN:c[1]):c}
+ function button(text){var b=document.createElement('button');b.type='button';b.textContent=text;return b}
+ var bar=document.createElement('div');bar.className='pager';
+ var prev=button('\\u2039 Previous'),next=button('Next \\u203a');
+ var info=document.createElement('span');bar.appendChild(prev);bar.appendChild(info);bar.appendChild(next);
+ function show(){var b=t.tBodies[0];b.textContent='';
+  rows.slice(page*size,(page+1)*size).forEach(function(r){var tr=document.createElement('tr');
+   r.forEach(function(c,i){var td=document.createElement('td');var cls=[d.cls[i]];
+    if(Array.isArray(c)){td.textContent=c[0];td.setAttribute('data-v',c[1]===null?'NaN':String(c[1]));
+     if(c[2])cls.push(c[2])}
+    else td.textContent=c;cls=cls.join(' ').trim();if(cls)td.className=cls;tr.appendChild(td)});b.appendChild(tr)});
+  var first=rows.length?page*size+1:0,last=Math.min(rows.length,(page+1)*size);
+  info.textContent='rows '+first+'\\u2013'+last+' of '+rows.length+' (page '+(page+1)+' of '+pages+')';
+  prev.disabled=page===0;next.disabled=page>=pages-1}
+ prev.addEventListener('click',function(){if(page>0){page--;show()}});
+ next.addEventListener('click',function(){if(page<pages-1){page++;show()}});
+ sorting(t,function(i,asc){rows.sort(function(x,y){return cmp(key(x[i]),key(y[i]),asc)});page=0;show()});
+ var box=t.parentNode;box.parentNode.insertBefore(bar,box.nextSibling);show()});
+function cues(){document.querySelectorAll('.scroll').forEach(function(s){
+ var over=s.scrollWidth>s.clientWidth+1,h=s.previousElementSibling,has=h&&h.className==='scroll-hint';
+ if(over&&!has){h=document.createElement('p');h.className='scroll-hint';
+  h.textContent='Wider than the window: scroll the table sideways for more columns \\u2192';
+  s.parentNode.insertBefore(h,s)}
+ else if(!over&&has)h.parentNode.removeChild(h)})}
+cues();window.addEventListener('resize',cues);document.addEventListener('toggle',cues,true);
+})();
 """
 
 
@@ -149,40 +208,109 @@ def slug(*parts) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9]+", "-", str(p)).strip("-").lower() for p in parts)
 
 
+MISSING = "—"  # a value that does not apply or is not known
+
+
 def is_missing(x) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
+    """None, NaN, pandas' NA / NaT: no value."""
+    if x is None:
+        return True
+    if isinstance(x, (str, bytes)):
+        return False
+    if isinstance(x, float):
+        return math.isnan(x)
+    import pandas as pd
+
+    try:
+        return bool(pd.isna(x))
+    except (TypeError, ValueError):  # a container
+        return False
 
 
 def num(x, decimals: int = 3) -> str:
     if is_missing(x):
-        return "–"
+        return MISSING
     x = float(x)
     if not math.isfinite(x):
-        return "–"
+        return MISSING
     return f"{x:.{decimals}f}"
+
+
+def _as_number(x):
+    """(float, None) for a finite number; (None, text to show) otherwise: :data:`MISSING`, or ``x`` as written
+    when it is no number."""
+    if is_missing(x):
+        return None, MISSING
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        return None, str(x)
+    return (value, None) if math.isfinite(value) else (None, MISSING)
+
+
+def count(x) -> str:
+    """A count as an integer (3, not 3.0); :data:`MISSING` when there is none."""
+    value, shown = _as_number(x)
+    if value is None:
+        return shown
+    return f"{int(value)}" if value == int(value) else num(value)
+
+
+def percent(x) -> str:
+    """A share (0–1) as a percentage: 40%, 99.5% (rounded down, so that only all of it reads 100%)."""
+    value, shown = _as_number(x)
+    if value is None:
+        return shown
+    tenths = math.floor(round(value * 1000, 6)) / 10
+    return f"{tenths:.0f}%" if tenths == int(tenths) else f"{tenths:.1f}%"
 
 
 def pval(p) -> str:
     if is_missing(p):
-        return "–"
+        return MISSING
     return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _short(x: float):
+    """A sort key for the page's data: 7 significant digits, None when not finite (JSON has no NaN)."""
+    return float(f"{x:.7g}") if math.isfinite(x) else None
 
 
 class Cell:
     """A table cell: its text (escaped unless ``raw``), an optional numeric sort key, a class; ``md``: its
-    Markdown when that is not the escaped text (e.g. a :func:`md_link`)."""
+    Markdown when that is not the escaped text (e.g. a :func:`md_link`); ``title``: a tooltip (escaped)."""
 
-    def __init__(self, text, sort=None, cls: str = "", raw: bool = False, md: str | None = None):
-        self.text, self.sort, self.cls, self.raw, self.md = text, sort, cls, raw, md
+    def __init__(self, text, sort=None, cls: str = "", raw: bool = False, md: str | None = None,
+                 title: str | None = None):
+        self.text, self.sort, self.cls, self.raw, self.md, self.title = text, sort, cls, raw, md, title
+
+    def sort_key(self):
+        if self.sort is None or is_missing(self.sort):
+            return None if self.sort is None else float("nan")
+        return float(self.sort)
 
     def html(self) -> str:
         attrs = ""
-        if self.sort is not None:
-            v = float(self.sort)
-            attrs += f' data-v="{v:.17g}"' if math.isfinite(v) else ' data-v="NaN"'
+        key = self.sort_key()
+        if key is not None:
+            attrs += f' data-v="{key:.17g}"' if math.isfinite(key) else ' data-v="NaN"'
         if self.cls:
             attrs += f' class="{self.cls}"'
+        if self.title:
+            attrs += f' title="{esc(self.title)}"'
         return f"<td{attrs}>{self.text if self.raw else esc(self.text)}</td>"
+
+    def data(self, column_cls: str):
+        """The cell in a paged table's data: its text, or [text, sort key(, class)]."""
+        if self.raw:
+            raise ValueError("a paged table's cells are text, not markup")
+        text = visible(self.text)
+        extra = " ".join(c for c in self.cls.split() if c not in column_cls.split())
+        key = self.sort_key()
+        if key is None and not extra:
+            return text
+        out = [text, None if key is None else _short(key)]
+        return out + [extra] if extra else out
 
     def markdown(self) -> str:
         if self.md is not None:
@@ -197,30 +325,59 @@ def cell(x) -> Cell:
     return x if isinstance(x, Cell) else Cell(x)
 
 
+PAGE_ROWS = 50  # rows a paged table shows at a time
+
+
 class Table:
-    def __init__(self, header, rows, *, sortable=True, text_columns=(), row_classes=None):
+    """``cls``: the table's class (``board``: the leaderboard's compact layout); ``header_cls``: a class per header
+    cell (e.g. the frozen columns), also given to that column's cells."""
+
+    def __init__(self, header, rows, *, sortable=True, text_columns=(), row_classes=None, cls: str = "",
+                 header_cls: dict | None = None):
         self.header = list(header)
         self.rows = [[cell(c) for c in r] for r in rows]
         self.sortable, self.text_columns = sortable, set(text_columns)
         self.row_classes = row_classes or [""] * len(self.rows)
+        self.cls, self.header_cls = cls, dict(header_cls or {})
 
-    def html(self) -> str:
-        def th(i, h):
-            return f'<th class="t">{esc(h)}</th>' if i in self.text_columns else f"<th>{esc(h)}</th>"
+    def _column_cls(self, i: int) -> str:
+        return " ".join(c for c in (self.header_cls.get(i, ""), "t" if i in self.text_columns else "") if c)
 
-        head = "".join(th(i, h) for i, h in enumerate(self.header))
+    def _body(self, rows, classes) -> str:
         body = []
-        for cls, row in zip(self.row_classes, self.rows):
+        for cls, row in zip(classes, rows):
             cells = []
             for i, c in enumerate(row):
-                if i in self.text_columns and "t" not in c.cls.split():
-                    c = Cell(c.text, c.sort, (c.cls + " t").strip(), c.raw, c.md)
+                wanted = [k for k in self._column_cls(i).split() if k not in c.cls.split()]
+                if wanted:
+                    c = Cell(c.text, c.sort, " ".join([*c.cls.split(), *wanted]), c.raw, c.md, c.title)
                 cells.append(c.html())
-            body.append(f'<tr class="{cls}">' if cls else "<tr>")
-            body.append("".join(cells) + "</tr>")
-        kind = ' class="sortable"' if self.sortable else ""
-        return (f'<div class="scroll"><table{kind}><thead><tr>{head}</tr></thead>'
-                f'<tbody>{"".join(body)}</tbody></table></div>')
+            body.append((f'<tr class="{cls}">' if cls else "<tr>") + "".join(cells) + "</tr>")
+        return "".join(body)
+
+    def html(self, *, page_id: str | None = None) -> str:
+        """The table; with ``page_id`` and more than :data:`PAGE_ROWS` rows, a paged table of that id showing its
+        first page (the page's script pages through :meth:`data`, which the page must carry under that id)."""
+        def th(i, h):
+            cls = self._column_cls(i)
+            return f'<th class="{cls}">{esc(h)}</th>' if cls else f"<th>{esc(h)}</th>"
+
+        head = "".join(th(i, h) for i, h in enumerate(self.header))
+        paged = page_id is not None and len(self.rows) > PAGE_ROWS
+        rows = self.rows[:PAGE_ROWS] if paged else self.rows
+        kind = " ".join(k for k in (self.cls, "paged" if paged else ("sortable" if self.sortable else "")) if k)
+        attrs = (f' class="{kind}"' if kind else "") + (f' id="{esc(page_id)}" data-page-size="{PAGE_ROWS}"'
+                                                         if paged else "")
+        return (f'<div class="scroll"><table{attrs}><thead><tr>{head}</tr></thead>'
+                f'<tbody>{self._body(rows, self.row_classes)}</tbody></table></div>')
+
+    def is_paged(self) -> bool:
+        return len(self.rows) > PAGE_ROWS
+
+    def data(self) -> dict:
+        """Every row as the page's script pages through it (see :meth:`html`)."""
+        classes = [self._column_cls(i) for i in range(len(self.header))]
+        return {"cls": classes, "rows": [[c.data(classes[i]) for i, c in enumerate(r)] for r in self.rows]}
 
     def markdown(self) -> str:
         lines = ["| " + " | ".join(md_text(h) for h in self.header) + " |",
@@ -238,10 +395,24 @@ def figure(svg: str, caption: str) -> str:
     return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
 
 
-def shell(title: str, toc: str, body: str) -> str:
+_SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+
+
+def script_json(data) -> str:
+    """``data`` as a JavaScript literal for the page's script: JSON (no NaN), with ``<``, ``>``, ``&`` and the line
+    separators written as escapes, so that no text in it can end the script or open a comment."""
+    import json
+
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_ESCAPES[m.group(0)], text)
+
+
+def shell(title: str, toc: str, body: str, data: dict | None = None) -> str:
+    """The page; ``data``: the rows of its paged tables by table id (:meth:`Table.data`)."""
+    script = (f"var RR={script_json(data)};" if data else "") + SCRIPT
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{esc(title)}</title><style>{STYLE}</style></head>\n<body><div class=\"layout\">"
             f"<nav class=\"toc\" aria-label=\"Contents\">{toc}</nav>\n<main>{body}</main></div>"
-            f"<script>{SCRIPT}</script></body></html>\n")
+            f"<script>{script}</script></body></html>\n")

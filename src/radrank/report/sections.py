@@ -1,10 +1,9 @@
-"""The report's content for one dataset × split, the meta-evaluation and the provenance:
-HTML, the Markdown summary, and the figures (SVG text) each part shows."""
+"""The report's content: one dataset × split's page, its summary on the index page, the meta-evaluation
+and the provenance — HTML, the Markdown summary, and the figures (SVG text) each part shows."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass, field
 
@@ -14,12 +13,18 @@ from radrank import metrics
 from radrank.leaderboard import META_COLUMNS, rexrank_columns
 from radrank.report import figures
 from radrank.report.data import Group
-from radrank.report.page import Cell, Table, details, esc, figure, md_link, md_text, num, pval, slug
+from radrank.report.page import (MISSING, PAGE_ROWS, Cell, Table, count, details, esc, figure, is_missing, md_link,
+                                 md_text, num, percent, pval, slug)
 from radrank.stats import ranks
 
 HEADLINE_LIMIT = 8
 DROP_ROWS_SHOWN = 50
-RANK_COLUMNS = ("Rank CI", "Rank CI low", "Rank CI high", "P(rank=1)", "Tied with")
+GLANCE_ROWS = 10  # the index page shows each leaderboard's first rows (and the models it does not rank)
+TIED_SHOWN = 2  # names shown in a "Tied with" cell; the rest in its tooltip and in the CSV
+PER_SAMPLE_TAU_ROWS = 20_000  # above this many (model, case) pairs the per-sample τ uses a fixed random subset
+RANK_COLUMNS = ("Rank CI", "Rank CI low", "Rank CI high", "Rank CI cases", "P(rank=1)", "Tied with")
+COUNT_COLUMNS = ("n", "Dropped", "Scored as empty")
+COVERAGE_COLUMNS = ("Coverage", "Cases", "Flag")  # coverage of the dataset's cases; a flag says why not ranked
 
 
 @dataclass
@@ -29,6 +34,7 @@ class Part:
     html: list = field(default_factory=list)
     markdown: list = field(default_factory=list)
     figures: dict = field(default_factory=dict)  # relative file name -> SVG text
+    data: dict = field(default_factory=dict)  # table id -> rows of a paged table (page.Table.data)
     toc: list = field(default_factory=list)  # (anchor, title, [(anchor, title)])
 
 
@@ -42,41 +48,159 @@ def headline_leaves(group: Group) -> list[str]:
 
 
 def _metric_columns(board) -> list[str]:
-    skip = {"Rank", *META_COLUMNS, "n", "Dropped", "Scored as empty", "Ranked by", "rank_metric", "model",
+    """The leaderboard's metric columns, in its order: numeric columns that are not its rank, meta, count or coverage
+    columns nor an interval bound, with at least one value (a metric that was not run has no column, or an empty
+    one)."""
+    import pandas as pd
+
+    skip = {"Rank", *META_COLUMNS, *COUNT_COLUMNS, *COVERAGE_COLUMNS, "Ranked by", "rank_metric", "model",
             *RANK_COLUMNS}
-    return [c for c in board.columns if c not in skip and not c.endswith((" CI low", " CI high"))
-            and board[c].notna().any()]
+    return [c for c in board.columns if c not in skip and not str(c).endswith((" CI low", " CI high"))
+            and pd.api.types.is_numeric_dtype(board[c]) and board[c].notna().any()]
 
 
 def _with_ci(row, column) -> str:
     value = num(row[column])
     low, high = row.get(f"{column} CI low"), row.get(f"{column} CI high")
-    if low is not None and not (isinstance(low, float) and math.isnan(low)):
+    if not is_missing(low):
         return f"{value} [{num(low)}, {num(high)}]"
     return value
 
 
 def _text(x) -> str:
-    return "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x)
+    return "" if is_missing(x) else str(x)
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "\u2212")
+
+
+def _value_ci(value, low, high) -> str:
+    """A value with its interval on a smaller second line (HTML, escaped)."""
+    shown = esc(_minus(num(value)))
+    if is_missing(low) and is_missing(high):
+        return shown
+    lo, hi = _minus(num(low)), _minus(num(high))
+    dash = " \u2013 " if "\u2212" in lo + hi else "\u2013"  # −0.37 – −0.12, but 0.60–0.70
+    return f'{shown}<span class="ci">{esc(lo)}{dash}{esc(hi)}</span>'
+
+
+def _rank_cell(r) -> Cell:
+    """The rank (— for a model the leaderboard does not rank) with its rank interval below it."""
+    interval = _text(r.get("Rank CI")).strip()
+    if not interval and not is_missing(r.get("Rank CI low")):
+        interval = f"[{count(r.get('Rank CI low'))}, {count(r.get('Rank CI high'))}]"
+    text = esc(count(r.get("Rank"))) + (f'<span class="ci">{esc(interval)}</span>' if interval else "")
+    shared = r.get("Rank CI cases")
+    on = "" if is_missing(shared) else f" on the {count(shared)} cases the ranked models share"
+    return Cell(text, _number(r.get("Rank")), raw=True, md=count(r.get("Rank")),
+                title=f"rank interval {interval}{on}" if interval else None)
+
+
+def _flag(r) -> str:
+    return _text(r.get("Flag")).strip()
+
+
+def _model_cell(r) -> Cell:
+    """The display name, and the leaderboard's flag (e.g. too few cases scored to rank) as a visible marker."""
+    flag = _flag(r)
+    text = esc(r["Model Name"]) + (f'<span class="flag">\u2691 {esc(flag)}</span>' if flag else "")
+    return Cell(text, cls="nm", raw=True, md=md_link(r["Model Name"], r.get("Model URL")))
+
+
+def _tied_cell(value) -> Cell:
+    names = [n for n in _text(value).split("; ") if n]
+    if not names:
+        return Cell(MISSING)
+    if len(names) <= TIED_SHOWN:
+        return Cell("; ".join(names), cls="tied")
+    return Cell("; ".join(names[:TIED_SHOWN]) + f" and {len(names) - TIED_SHOWN} more", cls="tied",
+                title="; ".join(names))
+
+
+def _number(x) -> float:
+    try:
+        return float("nan") if is_missing(x) else float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _column(board, name) -> np.ndarray:
+    """A numeric leaderboard column as floats (NaN where empty or absent)."""
+    import pandas as pd
+
+    if name not in board.columns:
+        return np.full(len(board), np.nan)
+    return pd.to_numeric(board[name], errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
 
 
 # --- leaderboard -------------------------------------------------------------------------------------------
 
 
 def leaderboard_table(group: Group) -> Table:
+    """Every model: rank (interval below), name (flag below), P(rank=1), tied with, each metric (interval below),
+    the counts and, where the leaderboard has them, coverage and cases. Rank and model stay in view when the
+    table scrolls sideways."""
     board = group.board
     cols = _metric_columns(board)
-    header = ["Rank", "Model", "Rank CI", "P(rank=1)", "Tied with", *cols, "n", "Dropped", "Scored as empty"]
-    rows = []
+    counts = [c for c in COUNT_COLUMNS if c in board.columns]
+    coverage = [c for c in ("Coverage", "Cases") if c in board.columns]
+    header = ["Rank", "Model", "P(rank=1)", "Tied with", *cols, *counts, *coverage]
+    rows, classes = [], []
     for _, r in board.iterrows():
         rows.append([
-            Cell(r["Rank"], r["Rank"]), Cell(r["Model Name"], cls="nm"),
-            Cell(_text(r.get("Rank CI")), r.get("Rank CI low")), Cell(num(r.get("P(rank=1)")), r.get("P(rank=1)")),
-            _text(r.get("Tied with")) or "–",
-            *[Cell(_with_ci(r, c), r[c]) for c in cols],
-            Cell(r["n"], r["n"]), Cell(r["Dropped"], r["Dropped"]), Cell(r["Scored as empty"], r["Scored as empty"]),
+            _rank_cell(r), _model_cell(r), Cell(num(r.get("P(rank=1)")), _number(r.get("P(rank=1)"))),
+            _tied_cell(r.get("Tied with")),
+            *[Cell(_value_ci(r[c], r.get(f"{c} CI low"), r.get(f"{c} CI high")), _number(r[c]), raw=True)
+              for c in cols],
+            *[Cell(count(r.get(c)), _number(r.get(c))) for c in counts],
+            *[Cell(percent(r.get(c)) if c == "Coverage" else count(r.get(c)), _number(r.get(c))) for c in coverage],
         ])
-    return Table(header, rows, text_columns=(1, 4))
+        classes.append("flagged" if _flag(r) else "")
+    return Table(header, rows, text_columns=(1, 3), row_classes=classes, cls="board", header_cls={0: "s0", 1: "s1"})
+
+
+def markdown_leaderboard(group: Group) -> Table:
+    """The leaderboard for report.md: the name links to its Model URL when that is an http(s) URL."""
+    board = group.board
+    cols = _metric_columns(board)
+    counts = [c for c in COUNT_COLUMNS if c in board.columns]
+    coverage = [c for c in ("Coverage", "Cases") if c in board.columns]
+    flags = "Flag" in board.columns and any(_flag(r) for _, r in board.iterrows())
+    header = ["Rank", "Model", "Rank CI", "P(rank=1)", *cols, *counts, *coverage, *(["Flag"] if flags else [])]
+    rows = [[count(r.get("Rank")), Cell(r["Model Name"], md=md_link(r["Model Name"], r.get("Model URL"))),
+             _text(r.get("Rank CI")) or MISSING, num(r.get("P(rank=1)")), *[_with_ci(r, c) for c in cols],
+             *[count(r.get(c)) for c in counts],
+             *[percent(r.get(c)) if c == "Coverage" else count(r.get(c)) for c in coverage],
+             *([_flag(r)] if flags else [])]
+            for _, r in board.iterrows()]
+    return Table(header, rows)
+
+
+def glance_table(group: Group, rows_shown: int = GLANCE_ROWS) -> tuple[Table, int]:
+    """The index page's view of a leaderboard: its first ``rows_shown`` ranked models and (up to as many) models
+    it does not rank, with the rank metric's estimate and interval; and how many models it leaves out."""
+    board = group.board
+    rank = _column(board, "Rank")
+    ranked = [i for i in range(len(board)) if np.isfinite(rank[i])][:rows_shown]
+    unranked = [i for i in range(len(board)) if not np.isfinite(rank[i])][:rows_shown]
+    leaf = group.summary[group.summary["metric"] == group.rank_leaf].set_index("model")
+    coverage = "Coverage" in board.columns
+    header = ["Rank", "Model", _label(group, group.rank_leaf), "P(rank=1)", "n", *(["Coverage"] if coverage else [])]
+    rows, classes = [], []
+    for i in ranked + unranked:
+        r = board.iloc[i]
+        model = r["model"]
+        est = leaf["estimate"].get(model) if "estimate" in leaf else None
+        rows.append([_rank_cell(r), _model_cell(r),
+                     Cell(_value_ci(est, leaf["ci_lower"].get(model), leaf["ci_upper"].get(model)), _number(est),
+                          raw=True),
+                     Cell(num(r.get("P(rank=1)")), _number(r.get("P(rank=1)"))),
+                     Cell(count(r.get("n")), _number(r.get("n"))),
+                     *([Cell(percent(r.get("Coverage")), _number(r.get("Coverage")))] if coverage else [])])
+        classes.append("flagged" if _flag(r) else "")
+    table = Table(header, rows, text_columns=(1,), row_classes=classes, cls="board", header_cls={0: "s0", 1: "s1"})
+    return table, len(board) - len(rows)
 
 
 def _adjacent_rows(group: Group, level: float):
@@ -102,10 +226,8 @@ def _rank_part(group: Group, base: str, part: Part):
     dist = group.ranks.pivot(index="model", columns="rank", values="probability").reindex(index=order,
                                                                                          columns=range(1, n + 1))
     board = group.board
-    svg = figures.rank_figure([names[m] for m in order], dist.to_numpy(dtype="float64"),
-                              board["Rank"].to_numpy(dtype="float64"),
-                              board["Rank CI low"].to_numpy(dtype="float64"),
-                              board["Rank CI high"].to_numpy(dtype="float64"),
+    svg = figures.rank_figure([names[m] for m in order], dist.to_numpy(dtype="float64", na_value=np.nan),
+                              _column(board, "Rank"), _column(board, "Rank CI low"), _column(board, "Rank CI high"),
                               name=f"{base}-ranks", title=f"Rank distribution on {_label(group, group.rank_leaf)}")
     part.figures[f"{group.dataset}/{group.split}/ranks.svg"] = svg
     n_boot = int(group.summary["n_bootstrap"].iloc[0]) if len(group.summary) else 0
@@ -113,8 +235,8 @@ def _rank_part(group: Group, base: str, part: Part):
     part.html.append(figure(svg, (
         f"Each model's rank on every one of the {n_boot} shared bootstrap resamples: cell (model, k) is the share "
         f"of resamples on which the model ranks k-th; the dot is its rank on all cases and the red line its "
-        f"{level:.0%} rank interval (the Rank CI column). A model whose line overlaps another's cannot be "
-        "told apart from it with confidence.")))
+        f"{level:.0%} rank interval (under the rank in the leaderboard; Rank CI in its CSV). A model whose line "
+        "overlaps another's cannot be told apart from it with confidence.")))
 
 
 def _label(group: Group, leaf: str) -> str:
@@ -124,14 +246,15 @@ def _label(group: Group, leaf: str) -> str:
 
 def _forest_part(group: Group, base: str, headline: list, part: Part):
     order, names = group.order, group.names
-    by = group.summary.set_index(["model", "metric"])
     panels = []
     for leaf in headline:
+        # a model without an estimate of the leaf (not scored on it) has an empty row
+        rows = group.summary[group.summary["metric"] == leaf].set_index("model").reindex(order)
         panels.append({
             "label": _label(group, leaf),
-            "estimate": [by.loc[(m, leaf), "estimate"] for m in order],
-            "lower": [by.loc[(m, leaf), "ci_lower"] for m in order],
-            "upper": [by.loc[(m, leaf), "ci_upper"] for m in order],
+            "estimate": rows["estimate"].to_numpy(dtype="float64", na_value=np.nan),
+            "lower": rows["ci_lower"].to_numpy(dtype="float64", na_value=np.nan),
+            "upper": rows["ci_upper"].to_numpy(dtype="float64", na_value=np.nan),
             "higher_is_better": group.leaf(leaf).higher_is_better, "accent": leaf == group.rank_leaf,
         })
     svg = figures.forest_figure([names[m] for m in order], panels, name=f"{base}-forest",
@@ -192,11 +315,18 @@ def _comparison_part(group: Group, base: str, level: float, part: Part):
                 continue
             d, lo, hi, p, n_common = pairs[a, b]
             rows.append([names[a], names[b], Cell(num(d), d), f"[{num(lo)}, {num(hi)}]", Cell(pval(p), p),
-                         Cell(pval(adjusted[i, j]), adjusted[i, j]), Cell(n_common, n_common),
+                         Cell(pval(adjusted[i, j]), adjusted[i, j]), Cell(count(n_common), _number(n_common)),
                          Cell("yes" if significant[i, j] else "no", cls="sig" if significant[i, j] else "")])
-    part.html.append(details(f"All {len(rows)} pairs with Holm-adjusted p-values", Table(
-        ["Model A", "Model B", "Δ (A − B)", "Interval", "p", "p (Holm)", "Common cases",
-         f"Significant at {level:.0%} (Holm)"], rows, text_columns=(0, 1)).html()))
+    table = Table(["Model A", "Model B", "Δ (A − B)", "Interval", "p", "p (Holm)", "Common cases",
+                   f"Significant at {level:.0%} (Holm)"], rows, text_columns=(0, 1))
+    table_id = f"{base}-allpairs"
+    paging = ""
+    if table.is_paged():
+        part.data[table_id] = table.data()
+        paging = (f"<p class=\"note\">{len(rows)} rows, {PAGE_ROWS} at a time (Previous / Next below the table); "
+                  "a click on a header sorts all of them.</p>")
+    part.html.append(details(f"All {len(rows)} pairs with Holm-adjusted p-values",
+                             paging + table.html(page_id=table_id)))
 
 
 def kendall_matrix(columns: list, orientation: list) -> np.ndarray:
@@ -220,6 +350,15 @@ def kendall_matrix(columns: list, orientation: list) -> np.ndarray:
     return tau
 
 
+def per_sample_rows(n: int, limit: int = PER_SAMPLE_TAU_ROWS):
+    """(row positions, panel title) of the per-sample τ: every (model, case) pair up to ``limit``, else a subset of
+    ``limit`` drawn with a fixed seed (τ's standard error there is about 0.005; its cost grows as n log n per pair)."""
+    if n <= limit:
+        return np.arange(n), f"per sample ({n} model × case pairs)"
+    rows = np.sort(np.random.default_rng(0).choice(n, limit, replace=False))
+    return rows, f"per sample ({limit:,} of {n:,} model × case pairs, drawn with a fixed seed)"
+
+
 def _agreement_part(group: Group, base: str, part: Part):
     leaves = [leaf for leaf in group.leaves if not leaf.is_count]
     est = group.summary.pivot(index="model", columns="metric", values="estimate").reindex(group.order)
@@ -232,9 +371,9 @@ def _agreement_part(group: Group, base: str, part: Part):
                                              [1 if leaf.higher_is_better else -1 for leaf in leaves])})
     cols = [c for c in group.columns if np.isfinite(group.values[c.column]).sum() >= 2]
     if len(cols) >= 2:
-        panels.append({"title": f"per sample ({len(group.values)} model × case pairs)",
-                       "labels": [c.label for c in cols],
-                       "tau": kendall_matrix([group.values[c.column].to_numpy() for c in cols],
+        rows, title = per_sample_rows(len(group.values))
+        panels.append({"title": title, "labels": [c.label for c in cols],
+                       "tau": kendall_matrix([group.values[c.column].to_numpy()[rows] for c in cols],
                                              [1 if c.higher_is_better else -1 for c in cols])})
     if not panels:
         part.html.append("<p class=\"note\">Fewer than two metrics: no agreement to show.</p>")
@@ -271,7 +410,9 @@ def _distribution_part(group: Group, base: str, headline: list, part: Part):
     order, names = group.order, group.names
     by_model = dict(tuple(group.values.groupby("model", sort=False)))
     rank_col = group.rank_column()
-    panels = [{"label": c.label, "values": [by_model[m][c.column].to_numpy(dtype="float64") for m in order],
+    empty = np.zeros(0)
+    panels = [{"label": c.label, "values": [by_model[m][c.column].to_numpy(dtype="float64") if m in by_model else empty
+                                            for m in order],
                "higher_is_better": c.higher_is_better, "accent": rank_col is not None and c.column == rank_col.column}
               for c in cols]
     svg = figures.distribution_figure([names[m] for m in order], panels, name=f"{base}-distributions",
@@ -325,8 +466,8 @@ def _cases_part(group: Group, n_cases: int, part: Part):
             continue
         table_rows = []
         for _, r in rows.iterrows():
-            values = "<br>".join([f"<b>{esc(rank_col.label)}&nbsp;{num(r[rank_col.column])}</b>"]
-                                 + [f"{esc(c.label)}&nbsp;{num(r[c.column])}" for c in others])
+            values = "<br>".join([f"<b>{esc(rank_col.label)} {num(r[rank_col.column])}</b>"]
+                                 + [f"{esc(c.label)} {num(r[c.column])}" for c in others])  # the cell does not wrap
             row = [Cell(f"{esc(r['kind'])} {r['position']}<br><span class=\"muted\">{esc(r['sample_id'])}</span>",
                         raw=True),
                    Cell(values, cls="kv", raw=True),
@@ -373,20 +514,23 @@ def _drops_part(group: Group, link_base: str | None, part: Part):
 
 # --- one group ----------------------------------------------------------------------------------------------
 
+SECTIONS = (("leaderboard", "Leaderboard"), ("ranks", "Rank uncertainty"), ("forest", "Estimates"),
+            ("pairs", "Paired comparisons"), ("agreement", "Metric agreement"), ("distributions", "Distributions"),
+            ("cases", "Worst and best cases"), ("drops", "Drop lists"), ("provenance", "Provenance"))
 
-def group_part(group: Group, *, level: float, n_cases: int, link_base: str | None) -> Part:
+
+def group_part(group: Group, *, level: float, n_cases: int, link_base: str | None,
+               config_hash: str | None = None) -> Part:
+    """The page of one dataset × split: every section, and its part of report.md."""
     part = Part()
     base = slug(group.dataset, group.split)
-    sub = [(f"{base}-{k}", t) for k, t in (
-        ("leaderboard", "Leaderboard"), ("ranks", "Rank uncertainty"), ("forest", "Estimates"),
-        ("pairs", "Paired comparisons"), ("agreement", "Metric agreement"), ("distributions", "Distributions"),
-        ("cases", "Worst and best cases"), ("drops", "Drop lists"))]
+    sub = [(f"{base}-{k}", t) for k, t in SECTIONS]
     title = f"{group.dataset} — {group.split}"
     part.toc.append((base, title, sub))
     ranked_by = str(group.board["Ranked by"].iloc[0])
-    part.html.append(f"<section id=\"{base}\"><h2>{esc(title)}</h2>")
-    part.html.append(f"<p>Ranked by {esc(ranked_by)}. {len(group.order)} models; brackets are {level:.0%} "
-                     "percentile bootstrap intervals. Click a column header to sort.</p>")
+    part.html.append(f"<section id=\"{base}\"><h1>{esc(title)}</h1>")
+    part.html.append(f"<p>Ranked by {esc(ranked_by)}. {len(group.order)} models; intervals (the smaller second "
+                     f"line) are {level:.0%} percentile bootstrap intervals. Click a column header to sort.</p>")
     headline = headline_leaves(group)
     steps = {
         "leaderboard": lambda: part.html.append(leaderboard_table(group).html()),
@@ -397,23 +541,16 @@ def group_part(group: Group, *, level: float, n_cases: int, link_base: str | Non
         "distributions": lambda: _distribution_part(group, base, headline, part),
         "cases": lambda: _cases_part(group, n_cases, part),
         "drops": lambda: _drops_part(group, link_base, part),
+        "provenance": lambda: part.html.append(group_provenance_html(group, config_hash)),
     }
     for anchor, heading in sub:
-        part.html.append(f"<h3 id=\"{anchor}\">{esc(heading)}</h3>")
+        part.html.append(f"<h2 id=\"{anchor}\">{esc(heading)}</h2>")
         steps[anchor[len(base) + 1:]]()
     part.html.append("</section>")
 
-    board = group.board
-    cols = _metric_columns(board)
-    # the model's name links to its Model URL when that is an http(s) URL; any other URL is shown as text
-    md_table = Table(["Rank", "Model", "Rank CI", "P(rank=1)", *cols, "n", "Dropped", "Scored as empty"],
-                     [[r["Rank"], Cell(r["Model Name"], md=md_link(r["Model Name"], r.get("Model URL"))),
-                       _text(r.get("Rank CI")), num(r.get("P(rank=1)")),
-                       *[_with_ci(r, c) for c in cols], r["n"], r["Dropped"], r["Scored as empty"]]
-                      for _, r in board.iterrows()])
     part.markdown += [f"## {md_text(title)}", "", f"Ranked by {md_text(ranked_by)}. Brackets: {level:.0%} percentile "
                       "bootstrap interval; Rank CI: the rank interval over the same resamples.", "",
-                      md_table.markdown(), ""]
+                      markdown_leaderboard(group).markdown(), ""]
     adjacent = _adjacent_rows(group, level)
     if adjacent:
         part.markdown += [f"Adjacent ranks on {md_text(_label(group, group.rank_leaf))}: difference (upper − lower "
@@ -461,8 +598,8 @@ def metaeval_part(metaeval: dict, rank_leaves: set) -> Part:
                                     kind="stable")
         rows = [[Cell(r["label"], cls="sig" if r["metric"] in rank_leaves else ""), r["measure"], r["group"],
                  Cell(f"{num(r['estimate'])} [{num(r['ci_lower'])}, {num(r['ci_upper'])}]", r["estimate"]),
-                 Cell(r["n"], r["n"]), Cell(r["n_ties"], r["n_ties"]),
-                 Cell(num(r["human_ceiling"]), r["human_ceiling"])]
+                 Cell(count(r["n"]), _number(r["n"])), Cell(count(r["n_ties"]), _number(r["n_ties"])),
+                 Cell(num(r["human_ceiling"]), _number(r["human_ceiling"]))]
                 for _, r in ordered.iterrows()]
         t = Table(["Metric", "Measure", "Group", "Estimate [interval]", "n", "Ties", "Human ceiling"], rows,
                   text_columns=(0, 1, 2))
@@ -480,37 +617,93 @@ def _compact(value) -> str:
     return json.dumps(value, sort_keys=True, default=str, separators=(", ", ": "))
 
 
-def provenance_part(groups: list, config_hash: str | None = None) -> Part:
-    """``config_hash``: the hash of the run's config as far as it decides numbers (radrank.workflow.Plan.identity),
-    shown per group."""
+def _shown(value) -> str:
+    """A provenance value as the table shows it: — for none (null, {}, [], ""), a flat mapping as "key: value; …",
+    anything else as compact JSON."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value or MISSING
+    if value is None or value == {} or value == [] or value == "":
+        return MISSING
+    if isinstance(value, dict) and all(not isinstance(v, (dict, list)) for v in value.values()):
+        return "; ".join(f"{k}: {MISSING if v is None else v}" for k, v in sorted(value.items()))
+    if isinstance(value, (dict, list)):
+        return _compact(value)
+    return str(value)
+
+
+def _digest_cell(value) -> Cell:
+    """A hash, abbreviated, the whole value in its tooltip."""
+    text = _text(value)
+    if not text:
+        return Cell(MISSING)
+    return Cell(text[:12] + "…" if len(text) > 14 else text, title=text if len(text) > 14 else None, cls="mono")
+
+
+def provenance_rows(group: Group, config_hash: str | None = None):
+    """(the statistics row, {metric key: [file labels]}, the submission rows) of one group."""
+    s = group.provenance.get("statistics", {})
+    stats = [group.key, s.get("radrank"), config_hash, s.get("n_bootstrap"), s.get("seed"), s.get("level"),
+             s.get("n_cases"), s.get("method")]
+    metric_rows = {}
+    for (model, metric), p in sorted(group.provenance.get("scores", {}).items()):
+        env = p.get("environment") or {}
+        key = (metric, p.get("metric_version"), env.get("env"), _compact(p.get("models")),
+               _compact(p.get("settings")), _compact(env.get("packages")), env.get("python"))
+        metric_rows.setdefault(key, []).append(f"{group.key}/{model}")
+    sources = []
+    for model in group.order:
+        p = group.provenance.get("pairs", {}).get(model) or {}
+        src = p.get("sources") or {}
+        sources.append([group.key, group.names[model], model, p.get("format"), src.get("path"), src.get("sha256"),
+                        p.get("n_pairs")])
+    return stats, metric_rows, sources
+
+
+def _stats_table(rows) -> Table:
+    return Table(["Dataset / split", "radrank", "Config hash", "Resamples", "Seed", "Level", "Cases", "Method"],
+                 [[r[0], Cell(_shown(r[1]), cls="wrap"), _digest_cell(r[2]), *[_shown(v) for v in r[3:]]]
+                  for r in rows], text_columns=(0, 1, 2, 7))
+
+
+def _metric_table(metric_rows: dict) -> Table:
+    rows = [[k[0], _shown(k[1]), _shown(k[2]), *[Cell(_shown(v), cls="wrap") for v in k[3:6]], _shown(k[6]),
+             Cell(len(v), len(v))] for k, v in sorted(metric_rows.items(), key=lambda kv: tuple(map(str, kv[0])))]
+    return Table(["Metric", "Version", "Environment", "Models and weights", "Settings", "Packages", "Python", "Files"],
+                 rows, text_columns=(0, 2, 3, 4, 5))
+
+
+def _sources_table(rows) -> Table:
+    return Table(["Dataset / split", "Model", "Model id", "Format", "Source", "sha256", "Pairs"],
+                 [[r[0], Cell(r[1], cls="wrap"), Cell(r[2], cls="wrap"), _shown(r[3]), Cell(_shown(r[4]), cls="wrap"),
+                   _digest_cell(r[5]), Cell(count(r[6]), _number(r[6]))] for r in rows],
+                 text_columns=(0, 1, 2, 3, 4, 5))
+
+
+_METRIC_NOTE = ("<p class=\"note\">One row per distinct (metric, version, environment, models, settings, packages); "
+                "Files counts the score files it covers. — : none recorded.</p>")
+
+
+def group_provenance_html(group: Group, config_hash: str | None = None) -> str:
+    stats, metric_rows, sources = provenance_rows(group, config_hash)
+    return ("<p>What every number on this page rests on, from the metadata of the parquet files "
+            "(radrank.io.read_provenance); hashes are abbreviated, the whole value in their tooltip.</p>"
+            + details("Show provenance", "<h3>Statistics</h3>" + _stats_table([stats]).html() + "<h3>Metrics</h3>"
+                      + _METRIC_NOTE + _metric_table(metric_rows).html() + "<h3>Submissions</h3>"
+                      + _sources_table(sources).html()))
+
+
+def provenance_part(stats_rows: list, metric_rows: dict) -> Part:
+    """The index page's provenance: the statistics of every group and every distinct metric record; each group's
+    submissions are on its page."""
     part = Part()
     part.toc.append(("provenance", "Provenance", []))
-    stats_rows, metric_rows, source_rows = [], {}, []
-    for g in groups:
-        s = g.provenance.get("statistics", {})
-        stats_rows.append([g.key, s.get("radrank", ""), config_hash or "", s.get("n_bootstrap", ""),
-                           s.get("seed", ""), s.get("level", ""), s.get("n_cases", ""), s.get("method", "")])
-        for (model, metric), p in sorted(g.provenance.get("scores", {}).items()):
-            env = p.get("environment") or {}
-            key = (metric, p.get("metric_version"), env.get("env"), _compact(p.get("models")),
-                   _compact(p.get("settings")), _compact(env.get("packages")), env.get("python"))
-            metric_rows.setdefault(key, []).append(f"{g.key}/{model}")
-        for model in g.order:
-            p = g.provenance.get("pairs", {}).get(model) or {}
-            src = p.get("sources") or {}
-            source_rows.append([g.key, g.names[model], model, p.get("format", ""), src.get("path", ""),
-                                src.get("sha256", ""), p.get("n_pairs", "")])
-    stats = Table(["Dataset / split", "radrank", "Config hash", "Resamples", "Seed", "Level", "Cases", "Method"],
-                  stats_rows, text_columns=(0, 1, 2, 7))
-    metric_table = Table(
-        ["Metric", "Version", "Environment", "Models and weights", "Settings", "Packages", "Python", "Files"],
-        [[*k, len(v)] for k, v in sorted(metric_rows.items(), key=lambda kv: tuple(map(str, kv[0])))],
-        text_columns=(0, 2, 3, 4, 5))
-    sources = Table(["Dataset / split", "Model", "Model id", "Format", "Source", "sha256", "Pairs"], source_rows,
-                    text_columns=(0, 1, 2, 3, 4, 5))
-    body = ("<h3>Statistics</h3>" + stats.html() + "<h3>Metrics</h3><p class=\"note\">One row per distinct "
-            "(metric, version, environment, models, settings, packages); Files counts the score files it covers."
-            "</p>" + metric_table.html() + "<h3>Submissions</h3>" + sources.html())
+    body = ("<h3>Statistics</h3>" + _stats_table(stats_rows).html() + "<h3>Metrics</h3>" + _METRIC_NOTE
+            + _metric_table(metric_rows).html()
+            + "<p class=\"note\">Each submission's source file and hash: the Provenance section of its dataset × "
+              "split page.</p>")
     part.html.append("<section id=\"provenance\"><h2>Provenance</h2><p>What every number rests on, from the "
                      "metadata of the parquet files (radrank.io.read_provenance).</p>"
                      + details("Show provenance", body) + "</section>")

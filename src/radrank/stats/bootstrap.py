@@ -105,6 +105,8 @@ class BootstrapResult:
     replicates: "object"  # DataFrame: model, metric, bootstrap (-1 = point estimate), value
     summary: "object"  # DataFrame: model, metric, estimate, mean, std, ci_lower, ci_upper, n, ...
     comparisons: "object"  # DataFrame: model_a, model_b, metric, delta, ci_lower, ci_upper, p_value, n_common
+    common_cases: int | None = None  # with common_to: how many cases every one of those models has
+    common_replicates: "object" = None  # with common_to: their replicates (as ``replicates``) on those cases
 
 
 def _stats_matrix(scores, leaf, case_pos: np.ndarray, n_cases: int) -> np.ndarray:
@@ -283,11 +285,13 @@ def _comparison(delta_point, deltas: np.ndarray, n_boot: int, level: float) -> d
 
 
 def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-              compare: bool = True) -> BootstrapResult:
+              compare: bool = True, common_to=None, common_leaves=None) -> BootstrapResult:
     """Point estimates, replicates, intervals and paired comparisons.
 
     ``scores_by_model`` maps a model name to its per-sample scores: a DataFrame
-    with ``sample_id`` and the columns every leaf in ``leaves`` reads.
+    with ``sample_id`` and the columns every leaf in ``leaves`` reads. ``common_to`` (models): also their
+    point estimates and replicates on the cases every one of them has (what rank intervals rest on:
+    :func:`on_common_cases`), of the leaves named ``common_leaves`` (all by default).
     """
     import pandas as pd
 
@@ -363,20 +367,56 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
             comparison_rows.append({"model_a": a, "model_b": b, "metric": leaf.name, **row, "n_common": n_common,
                                     "higher_is_better": leaf.higher_is_better})
 
-    # Replicates in long form, built from arrays (one row per model, leaf and resample; -1 = point estimate).
+    replicates = _long_replicates(keys, point, reps, n_boot)
+    common_cases = common_replicates = None
+    if common_to is not None:
+        chosen = [i for i, leaf in enumerate(leaves) if common_leaves is None or leaf.name in common_leaves]
+        columns = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in chosen] or [np.zeros(0, int)])
+        chosen_leaves = [leaves[i] for i in chosen]
+        common_cases, common_point, common_reps = on_common_cases(
+            list(common_to), present, {m: model_stats[m][:, columns] for m in common_to}, chosen_leaves,
+            np.cumsum([0] + [offsets[i + 1] - offsets[i] for i in chosen]), counts, point, reps)
+        common_replicates = _long_replicates([(m, leaf.name) for m in sorted(common_to) for leaf in chosen_leaves],
+                                             common_point, common_reps, n_boot)
+    summary = pd.DataFrame(summary_rows, columns=["model", "metric", "label", "higher_is_better", "estimate", "mean",
+                                                  "std", "ci_lower", "ci_upper", "n", "n_bootstrap", "level", "seed"])
+    comparisons = pd.DataFrame(comparison_rows, columns=["model_a", "model_b", "metric", "delta", "ci_lower",
+                                                         "ci_upper", "p_value", "n_common", "higher_is_better"])
+    return BootstrapResult(cases=cases, replicates=replicates, summary=summary, comparisons=comparisons,
+                           common_cases=common_cases, common_replicates=common_replicates)
+
+
+def _long_replicates(keys, point: dict, reps: dict, n_boot: int):
+    """Replicates in long form, built from arrays (one row per model, leaf and resample; -1 = point estimate)."""
+    import pandas as pd
+
     per_key = n_boot + 1
-    replicates = pd.DataFrame({
+    return pd.DataFrame({
         "model": np.repeat(np.array([m for m, _ in keys], dtype=object), per_key),
         "metric": np.repeat(np.array([name for _, name in keys], dtype=object), per_key),
         "bootstrap": np.tile(np.arange(-1, n_boot, dtype="int64"), len(keys)),
         "value": np.concatenate([np.concatenate([[float(point[k])], reps[k]]) for k in keys])
         if keys else np.zeros(0),
     })
-    summary = pd.DataFrame(summary_rows, columns=["model", "metric", "label", "higher_is_better", "estimate", "mean",
-                                                  "std", "ci_lower", "ci_upper", "n", "n_bootstrap", "level", "seed"])
-    comparisons = pd.DataFrame(comparison_rows, columns=["model_a", "model_b", "metric", "delta", "ci_lower",
-                                                         "ci_upper", "p_value", "n_common", "higher_is_better"])
-    return BootstrapResult(cases=cases, replicates=replicates, summary=summary, comparisons=comparisons)
+
+
+def on_common_cases(models: list, present: dict, model_stats: dict, leaves, offsets, counts, point, reps):
+    """(number of cases every one of ``models`` has, {(model, leaf): point}, {(model, leaf): replicates}) on
+    those cases. When every model has exactly those cases these are its own numbers; otherwise every model's
+    are its totals on the common cases, exact (:class:`_CommonCaseReplicates`), so that two models equal there
+    are equal on every resample whatever else either has."""
+    common = np.ones(counts.shape[1], dtype=bool)
+    for m in models:
+        common &= present[m]
+    if all(np.array_equal(present[m], common) for m in models):
+        keys = [(m, leaf.name) for m in models for leaf in leaves]
+        return int(common.sum()), {k: point[k] for k in keys}, {k: reps[k] for k in keys}
+    on_common = _CommonCaseReplicates({m: model_stats[m] for m in models}, leaves, offsets, counts)
+    common_point, common_reps = {}, {}
+    for m, (p, r) in zip(models, on_common.on_cases_outside(models, ~common)):
+        for leaf in leaves:
+            common_point[m, leaf.name], common_reps[m, leaf.name] = p[leaf.name], r[leaf.name]
+    return int(common.sum()), common_point, common_reps
 
 
 # Memory to declare for a bootstrap job (statistics, replicates and every file written from them). Measured by

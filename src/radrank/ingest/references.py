@@ -1,0 +1,170 @@
+"""A dataset's references are checked, never taken on a submission's word.
+
+Submissions are written by the people ranked, and most formats carry their own references (a ReXrank
+JSON's ``section_findings``, a parquet file's ``reference``): a model that copies its predictions into
+them would score perfectly. So:
+
+* **Canonical references.** A dataset may name its reference file (config ``references.files.<dataset>``):
+  a ReXrank JSON (entries need no ``model_prediction``) or a ground-truth CSV (``study_id``, ``report``,
+  optionally ``case_id``). Its reference for each case is made by the same rule as a submission's (the
+  split's ReXrank rule, or the section parser with ``ref_section``), and every submission's reference is
+  compared with it exactly, case by case (:func:`check_records`). A different reference, or a case the
+  canonical file does not have, is an error naming the dataset, the case, the field and both files; with
+  ``references.on_mismatch: drop`` the case is dropped from that submission and listed in its drop file
+  (reasons ``reference_mismatch``, ``unknown_case``) instead — never silently.
+* **Without one**, the references different submissions give for the same case must agree
+  (:func:`check_group`, one job per dataset × split after every submission is read). A disagreement is
+  always an error: with no canonical file nothing says which submission is right, so the message says how
+  to name one.
+* **Case ids are compared exactly**; two ids that differ only in whitespace or Unicode normalisation
+  (NFKC: NFC vs NFD, full-width digits) are an error naming both and where each was found
+  (:func:`check_near_duplicates`) — scoring them as two cases, or as one, would both be a guess.
+
+The dataset's cases (:data:`CASES_COLUMNS`) are the canonical file's cases with a reference for the split,
+or without one the union of the submissions' cases: what each model's coverage is measured against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+
+from radrank.errors import ConfigError, InputError
+
+MISMATCH_POLICIES = ("error", "drop")
+CASES_COLUMNS = ("sample_id", "n_submissions")
+SHOWN_CHARS = 80  # of each text in a mismatch message
+
+
+def id_key(case_id: str) -> str:
+    """The key under which near-duplicate case ids collide: NFKC, whitespace runs as one space, stripped."""
+    return " ".join(unicodedata.normalize("NFKC", case_id).split())
+
+
+def _shown(text: str) -> str:
+    text = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+    return repr(text.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+
+def _how_they_differ(a: str, b: str) -> str:
+    if " ".join(a.split()) == " ".join(b.split()):
+        return " (they differ only in whitespace, which changes the tokens BLEU and ROUGE count)"
+    if unicodedata.normalize("NFKC", a) == unicodedata.normalize("NFKC", b):
+        return " (they differ only in Unicode normalisation)"
+    return ""
+
+
+def read_canonical(path, split: str, *, ref_section: str, missing_section: str = "drop") -> dict:
+    """{sample_id: (reference, row, field)} of a dataset's canonical reference file for ``split``."""
+    from radrank.ingest import rexrank, tables
+    from radrank.ingest.detect import detect_format
+
+    fmt = detect_format(path)
+    if fmt == "rexrank_json":
+        records = rexrank.read(path, split, missing_section, predictions=False)
+    elif fmt == "csv":
+        records = tables.read_ground_truth(path, ref_section)
+    else:
+        raise InputError(path, "a dataset's canonical references are a ReXrank JSON or a ground-truth CSV "
+                         f"(study_id, report[, case_id]); this file is {fmt}", field="references.files")
+    out = {r["sample_id"]: (r["reference"], r["row"], r["reference_field"]) for r in records}
+    check_near_duplicates({case: (path, f"row {row}") for case, (_, row, _) in out.items()})
+    return out
+
+
+def check_near_duplicates(where: dict) -> None:
+    """``where``: {case id: (file, where in it)}. An :class:`InputError` naming the first two ids that are the
+    same case id but for whitespace or Unicode normalisation, and where each was found."""
+    seen: dict = {}
+    for case in sorted(where):
+        key = id_key(case)
+        if key in seen:
+            other = seen[key]
+            raise InputError(where[case][0], f"case ids {_shown(other)} ({', '.join(map(str, where[other]))}) and "
+                             f"{_shown(case)} ({', '.join(map(str, where[case]))}) differ only in whitespace or Unicode normalisation: "
+                             "ids are compared exactly, so they would be two cases (or, in another file, none in "
+                             "common); write each case id one way", field="case_id", row=_shown(case))
+        seen[key] = case
+
+
+def check_records(records: list, canonical: dict, *, dataset: str, split: str, path, canonical_path,
+                  on_mismatch: str = "error", source=None) -> tuple[list, list]:
+    """A submission's records (before the empty-text policies) checked against the canonical references:
+    ``(records kept, records dropped)`` — the dropped ones carry ``reason``, ``row`` and ``detail`` for the
+    drop file. ``source``: the file the records' references came from (a CSV submission's ground truth),
+    ``path`` by default. An :class:`InputError` for the first mismatch when ``on_mismatch`` is "error"."""
+    if on_mismatch not in MISMATCH_POLICIES:
+        raise ConfigError(f"references.on_mismatch must be one of {MISMATCH_POLICIES}, got {on_mismatch!r}")
+    source = source or path
+    by_key = {id_key(c): c for c in canonical}
+    kept, dropped = [], []
+    for rec in records:
+        case = rec["sample_id"]
+        field = rec.get("reference_field", "reference")
+        if case not in canonical:
+            near = by_key.get(id_key(case))
+            why = (f"dataset {dataset}: case {_shown(case)} is not among the dataset's canonical references "
+                   f"({canonical_path})" + (f"; that file has {_shown(near)}, which differs only in whitespace "
+                                            "or Unicode normalisation (ids are compared exactly)" if near else ""))
+            reason = "unknown_case"
+        else:
+            truth, truth_row, truth_field = canonical[case]
+            if rec["reference"] == truth:
+                kept.append(rec)
+                continue
+            why = (f"dataset {dataset}, split {split}: the reference of case {_shown(case)} differs from the "
+                   f"canonical one: {source} (field {field}) has {_shown(rec['reference'])}, {canonical_path} "
+                   f"(row {truth_row}, field {truth_field}) has {_shown(truth)}"
+                   + _how_they_differ(rec["reference"], truth))
+            reason = "reference_mismatch"
+        if on_mismatch == "error":
+            raise InputError(source, why + "; a submission is scored against the dataset's references, never its "
+                             "own (references.on_mismatch: drop lists such cases instead)", field=field,
+                             row=rec.get("row", case))
+        dropped.append(dict(rec, reason=reason, detail=why))
+    return kept, dropped
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None = None, canonical_path=None):
+    """The dataset's cases for one split from every submission's pairs (``pairs``: {model: (DataFrame with
+    sample_id and reference, its source file)}), after checking that submissions agree on each case's
+    reference (without ``canonical``) and that no two case ids are near-duplicates. Returns a DataFrame of
+    :data:`CASES_COLUMNS`."""
+    import pandas as pd
+
+    first: dict = {}  # case -> (digest, model, reference)
+    counts: dict = {}
+    where: dict = {}
+    for model, (table, source) in sorted(pairs.items()):
+        for case, reference in zip(table["sample_id"], table["reference"]):
+            counts[case] = counts.get(case, 0) + 1
+            if case not in first:
+                first[case] = (_digest(reference), model, reference)
+                where[case] = (source, f"model {model}")
+                continue
+            digest, other, other_reference = first[case]
+            if canonical is None and digest != _digest(reference):
+                raise InputError(source, f"dataset {dataset}, split {split}: case {_shown(case)} has a different "
+                                 f"reference in two submissions: model {model} gives {_shown(reference)}, model "
+                                 f"{other} ({where[case][0]}) gives {_shown(other_reference)}"
+                                 + _how_they_differ(reference, other_reference)
+                                 + f"; one of them is not the dataset's: name the dataset's reference file "
+                                 f"(references.files.{dataset}: a ReXrank JSON or ground-truth CSV) to check "
+                                 "every submission against it", field="reference", row=_shown(case))
+    if canonical is not None:
+        ids = [c for c, (reference, _, _) in canonical.items() if reference.strip()]
+        where.update({c: (canonical_path, f"row {canonical[c][1]}") for c in ids if c not in where})
+        extra = sorted(set(counts) - set(canonical))
+        if extra:  # the ingest check lets none through: a pairs file that did not pass it
+            raise InputError(where[extra[0]][0], f"case {_shown(extra[0])} is not among the canonical "
+                             f"references ({canonical_path}); rerun its ingest job", row=_shown(extra[0]))
+    else:
+        ids = list(counts)
+    check_near_duplicates(where)
+    return pd.DataFrame({"sample_id": pd.Series(sorted(ids), dtype="object"),
+                         "n_submissions": pd.Series([counts.get(c, 0) for c in sorted(ids)], dtype="int64")},
+                        columns=list(CASES_COLUMNS))
