@@ -32,14 +32,15 @@ def test_results_lists_every_leaderboard_and_the_report_with_absolute_paths(work
     for name in ("demo_cxr_findings.csv", "demo_cxr_reports.csv", "demo_clinic_findings.csv"):
         assert f"{workdir / 'results/leaderboard' / name}  (not built yet)" in out.stdout
     assert f"{workdir / 'results/report/report.md'}  (not built yet)" in out.stdout
-    assert "Leaderboards (3: one per dataset x split of this config) and the report (2 files):" in out.stdout
-    assert "5 of the 5 files this config expects are not built yet" in out.stdout
+    assert ("Leaderboards (3: one per dataset x split of this config) and the report (5 files: index, summary and a "
+            "page per dataset x split):") in out.stdout
+    assert "8 of the 8 files this config expects are not built yet" in out.stdout
     built = workdir / "results/leaderboard/demo_cxr_findings.csv"
     built.parent.mkdir(parents=True)
     built.write_text("Rank\n")
     try:
         out = radrank("results", cwd=workdir)
-        assert f"  {built}\n" in out.stdout and "4 of the 5 files this config expects are not built yet" in out.stdout
+        assert f"  {built}\n" in out.stdout and "7 of the 8 files this config expects are not built yet" in out.stdout
     finally:
         built.unlink()
 
@@ -52,7 +53,8 @@ def test_status_says_what_would_run(workdir):
     # each count says what it counts, of how many this config expects
     assert ("  leaderboards: 0 of 3 exist (one per dataset × split; results/leaderboard/<dataset>_<split>.csv)"
             in out.stdout), out.stdout
-    assert "  report files: 0 of 2 exist (results/report/report.md, results/report/report.html)" in out.stdout
+    assert ("  report files: 0 of 5 exist (results/report/report.md, results/report/report.html and 3 pages, one per "
+            "dataset × split)") in out.stdout
     assert ("  meta-evaluation sets: 0 of 2 scored (radpref, radjudge; results/metaeval/<set>/agreement.csv)"
             in out.stdout)
     table = out.stdout.split("What would run (`radrank run` starts it):\n", 1)[1]

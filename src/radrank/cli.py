@@ -30,6 +30,7 @@ Snakemake unchanged (``--cores 8``, ``-n``, ``--configfile my.yaml``, ``--unlock
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
 import subprocess
@@ -168,17 +169,31 @@ def expected_leaderboards(plan) -> list[Path]:
     return [Path(LEADERBOARD.format(dataset=d, split=s)) for d, s in plan.groups()]
 
 
+def expected_report_files(plan) -> list[Path]:
+    """The report's index and summary, then its page per dataset × split (radrank.jobs.Report.page_name)."""
+    from radrank.jobs import Report
+
+    folder = Path(REPORT_FILES[0]).parent
+    return [Path(p) for p in REPORT_FILES] + [folder / Report.page_name(d, s) for d, s in plan.groups()]
+
+
 def expected_results(plan) -> list[Path]:
-    return expected_leaderboards(plan) + [Path(p) for p in REPORT_FILES]
+    return expected_leaderboards(plan) + expected_report_files(plan)
 
 
-def use_checkout(root: Path) -> None:
-    """Point radrank.envs at the checkout the command runs in: its env files (``envs/``) and, unless
-    ``RADRANK_ENVS_DIR`` says otherwise, its ``.venvs``. radrank.envs otherwise finds the checkout its own
-    file lies in, which is another one when this ``radrank`` command was installed (editable) from elsewhere."""
+@contextlib.contextmanager
+def use_checkout(root: Path):
+    """While the command runs, point radrank.envs at the checkout it runs in: its env files (``envs/``) and,
+    unless ``RADRANK_ENVS_DIR`` says otherwise, its ``.venvs``. radrank.envs otherwise finds the checkout its own
+    file lies in, which is another one when this ``radrank`` command was installed (editable) from elsewhere.
+    Restored afterwards, so a command called in-process (from Python, a test) leaves the module as it was."""
     from radrank import envs
 
-    envs.REPO = root
+    before, envs.REPO = envs.REPO, root
+    try:
+        yield
+    finally:
+        envs.REPO = before
 
 
 def code_checkout() -> Path | None:
@@ -233,7 +248,9 @@ def status(ns, args: list[str]) -> int:
     print("Results of this config (`radrank results` lists their paths):")
     print("  " + counted("leaderboards", boards,
                          f"one per dataset × split; {LEADERBOARD.format(dataset='<dataset>', split='<split>')}"))
-    print("  " + counted("report files", [Path(p) for p in REPORT_FILES], ", ".join(REPORT_FILES)))
+    pages = expected_report_files(plan)
+    print("  " + counted("report files", pages, f"{', '.join(REPORT_FILES)} and {len(pages) - len(REPORT_FILES)} "
+                         "pages, one per dataset × split"))
     if plan.metaeval_sets:
         agreement = [Path(f"results/metaeval/{name}/agreement.csv") for name in plan.metaeval_sets]
         print("  " + counted("meta-evaluation sets", agreement,
@@ -269,8 +286,9 @@ def job_table(dry_run_output: str) -> list[str]:
 def results(ns, args: list[str]) -> int:
     plan = load_plan(config_files(args))
     expected = expected_results(plan)
-    print(f"Leaderboards ({len(expected) - len(REPORT_FILES)}: one per dataset x split of this config) and the "
-          f"report ({len(REPORT_FILES)} files):")
+    n_report = len(expected_report_files(plan))
+    print(f"Leaderboards ({len(expected) - n_report}: one per dataset x split of this config) and the "
+          f"report ({n_report} files: index, summary and a page per dataset x split):")
     missing = 0
     for path in expected:
         if path.is_file():
@@ -390,8 +408,8 @@ def main(argv=None) -> int:
     try:
         root = workflow_dir(ns.directory)
         os.chdir(root)
-        use_checkout(root)  # its envs/ and .venvs, whichever checkout this command was installed from
-        return {"run": run, "status": status, "results": results, "cache": cache}[ns.command](ns, rest)
+        with use_checkout(root):  # its envs/ and .venvs, whichever checkout this command was installed from
+            return {"run": run, "status": status, "results": results, "cache": cache}[ns.command](ns, rest)
     except (CliError, RadrankError) as e:
         say(f"error: {e}")
         return 2
