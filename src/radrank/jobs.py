@@ -554,8 +554,10 @@ class Report(Job):
 
     @staticmethod
     def page_name(dataset: str, split: str) -> str:
-        """The file name of a dataset × split's page, beside report.html (as the leaderboard CSV is named)."""
-        return f"{dataset}_{split}.html"
+        """The file name of a dataset × split's page, beside report.html (:func:`radrank.report.page_name`)."""
+        from radrank.report import page_name
+
+        return page_name(dataset, split)
 
     @classmethod
     def of_layout(cls, layout: list, *, bootstrap: dict, empty_hypothesis: str, cases: int, metaeval_sets=(),

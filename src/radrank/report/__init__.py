@@ -43,10 +43,8 @@ INDEX = "report.html"
 
 
 def page_name(dataset: str, split: str) -> str:
-    """The file name of a dataset × split's page, beside report.html."""
-    from radrank.jobs import Report
-
-    return Report.page_name(dataset, split)
+    """The file name of a dataset × split's page, beside report.html (as the leaderboard CSV is named)."""
+    return f"{dataset}_{split}.html"
 
 
 @dataclass
