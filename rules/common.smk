@@ -40,7 +40,8 @@ wildcard_constraints:
 # --- paths -------------------------------------------------------------------------------------------
 PAIRS = "results/pairs/{dataset}/{split}/{model}.parquet"
 DROPS = "results/pairs/{dataset}/{split}/{model}.drops.csv"
-CASES = "results/cases/{dataset}/{split}.parquet"  # the dataset's cases, once its submissions agree (rule cases)
+CASES = "results/cases/{dataset}/{split}.parquet"  # the dataset's case set, once its submissions agree (rule cases)
+ACCOUNTING = "results/cases/{dataset}/{split}.accounting"  # + .parquet / .csv: per model, what it lacks of the set
 SCORES = "results/scores/{dataset}/{split}/{model}/{metric}.parquet"
 SCORE_SHARD = "results/scores/{dataset}/{split}/.shards/{metric}/{shard}.parquet"  # a group's slice of its pairs
 STATS = "results/stats/{dataset}/{split}"

@@ -19,12 +19,15 @@ rule ingest:
 
 
 rule cases:
-    """A dataset × split's cases, once every submission's references agree (with each other, or with the
-    dataset's canonical references) and no two case ids are near-duplicates; every scoring job waits for it."""
+    """A dataset × split's case set, once every submission's references agree (with each other, or with the
+    dataset's canonical references) and no two case ids are near-duplicates, and per model what it lacks of
+    the set; every scoring job waits for it and scores every model on the set's cases."""
     input:
-        unpack(lambda w: {"pairs": each_model(PAIRS, w), **canonical_file(w)}),
+        unpack(lambda w: {"pairs": each_model(PAIRS, w), "drops": each_model(DROPS, w), **canonical_file(w)}),
     output:
         cases=CASES,
+        accounting=f"{ACCOUNTING}.parquet",
+        accounting_csv=f"{ACCOUNTING}.csv",
     log:
         "logs/cases/{dataset}/{split}.log",
     wildcard_constraints:

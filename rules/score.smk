@@ -74,7 +74,7 @@ for score_rule in PLAN.score_rules():
             name:
                 f"{score_rule.name}_collect"
             input:
-                pairs=files["input"]["pairs"],
+                **{k: v for k, v in files["input"].items() if k in ("pairs", "cases")},
                 shards=files["shards"],
             output:
                 scores=files["scores"],

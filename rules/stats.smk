@@ -6,6 +6,7 @@ rule bootstrap:
         scores=group_scores,
         drops=lambda w: each_model(DROPS, w),
         cases=CASES,
+        accounting=f"{ACCOUNTING}.parquet",
     output:
         replicates=f"{STATS}/replicates.parquet",
         coverage=f"{STATS}/coverage.parquet",

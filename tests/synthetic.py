@@ -304,12 +304,16 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
             score_paths[model] = list(scores.values())
         files = jobs.Files
         cases = root / f"results/cases/{dataset}/{split}.parquet"
+        accounting = root / f"results/cases/{dataset}/{split}.accounting"
         jobs.Cases(dataset=dataset, split=split, models=tuple(models), missing_section="drop",
-                   ref_section="full").run(files(pairs=[entries[m]["pairs"] for m in models]), files(cases=cases))
+                   ref_section="full").run(files(pairs=[entries[m]["pairs"] for m in models],
+                                                 drops=[entries[m]["drops"] for m in models]),
+                                           files(cases=cases, accounting=f"{accounting}.parquet",
+                                                 accounting_csv=f"{accounting}.csv"))
         jobs.Bootstrap(dataset=dataset, split=split, models=tuple(models), metrics=tuple(metric_names), n=n_boot,
                        seed=seed, level=level).run(
             files(scores=[p for m in models for p in score_paths[m]], drops=[entries[m]["drops"] for m in models],
-                  cases=str(cases)),
+                  cases=str(cases), accounting=f"{accounting}.parquet"),
             files(**stats_outputs(stats), model_files=root / f"results/summary/{dataset}/{split}"))
         board = root / f"results/leaderboard/{dataset}_{split}.csv"
         jobs.Leaderboard(dataset=dataset, split=split, models=tuple(models), rank_by="radcliq_v1",
@@ -318,7 +322,7 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
                   coverage=stats / "coverage.parquet", comparisons=stats / "comparisons.parquet",
                   drops=[entries[m]["drops"] for m in models], models_sheet=str(sheet)),
             files(board=board, ranks=stats / "ranks.parquet"))
-        layout.append({**group, "leaderboard": str(board), "ranks": str(stats / "ranks.parquet"), "cases": str(cases),
+        layout.append({**group, "leaderboard": str(board), "ranks": str(stats / "ranks.parquet"), "cases": str(cases), "accounting": f"{accounting}.parquet",
                        "summary": str(stats / "summary.parquet"), "comparisons": str(stats / "comparisons.parquet"),
                        "models": entries})
     return layout

@@ -23,7 +23,7 @@ import yaml
 from _workflow import make_workdir, snakemake
 from radrank import io, jobs, metrics
 from radrank.errors import ConfigError, InputError
-from radrank.ingest import ingest_submission, references, rexrank
+from radrank.ingest import casesets, ingest_submission, references, rexrank
 from radrank.leaderboard import build_leaderboard, rank_uncertainty
 from radrank.stats import coverage
 from radrank.stats.bootstrap import bootstrap
@@ -182,16 +182,21 @@ def test_submissions_that_disagree_on_a_reference_are_an_error_naming_both(workd
     assert list(cases["sample_id"]) == sorted(honest["sample_id"]) and set(cases["n_submissions"]) == {2}
 
 
-@pytest.mark.parametrize("variant", ["trailing space", "NFD"])
+ID_VARIANTS = {"trailing space": "Müller-1 ", "NFD": unicodedata.normalize("NFD", "Müller-1"),
+               "zero-width space": "Müller-1\u200b", "lower case": "müller-1", "NBSP": "Müller\u00a0-1",
+               "BOM": "\ufeffMüller-1", "bidi override": "Müller-1\u202e"}
+
+
+@pytest.mark.parametrize("variant", sorted(ID_VARIANTS))
 def test_near_duplicate_case_ids_across_submissions_are_an_error_naming_both(workdir, variant):
     a = pd.DataFrame({"sample_id": ["Müller-1", "x-2"], "reference": ["r1", "r2"]})
-    other = "Müller-1 " if variant == "trailing space" else unicodedata.normalize("NFD", "Müller-1")
+    other = ID_VARIANTS[variant]
     assert other != "Müller-1"
     b = pd.DataFrame({"sample_id": [other, "x-2"], "reference": ["r1", "r2"]})
     with pytest.raises(InputError) as info:
         references.check_group({"a": (a, "a.json"), "b": (b, "b.json")}, dataset="d", split="findings")
     message = str(info.value)
-    assert "differ only in whitespace or Unicode normalisation" in message
+    assert "differ only in whitespace, letter case, invisible format characters or Unicode normalisation" in message
     assert "a.json" in message and "b.json" in message and "model a" in message and "model b" in message
 
 
@@ -266,8 +271,18 @@ def scores_for(ids, quality, seed):
 LEAVES = metrics.leaves("bleu2")
 
 
+def accounting_of(scores, dataset_cases):
+    """What each model lacks of the case set, as the cases job lists it (no drop files: every gap not submitted)."""
+    return casesets.account(scores, {}, pd.DataFrame({"sample_id": list(dataset_cases)}), canonical=True)
+
+
+def covered_of(scores, dataset_cases, min_coverage=0.9):
+    return coverage.model_coverage(scores, len(dataset_cases), accounting_of(scores, dataset_cases),
+                                   min_coverage=min_coverage)
+
+
 def statistics(scores, dataset_cases, *, min_coverage=0.9, min_common=10, n_boot=200):
-    covered = coverage.model_coverage(scores, dataset_cases, min_coverage=min_coverage)
+    covered = covered_of(scores, dataset_cases, min_coverage)
     ranked = list(covered.loc[covered["ranked"], "model"])
     result = bootstrap(scores, LEAVES, n_boot=n_boot, seed=1, common_to=ranked)
     covered = coverage.flag_ranking(covered, result.common_cases, min_common)
@@ -342,14 +357,17 @@ def test_a_comparison_on_too_few_common_cases_tells_no_models_apart():
     assert "only 100 cases common" in board["Flag"].iloc[0]
 
 
-def test_coverage_counts_only_the_datasets_cases():
+def test_coverage_counts_the_set_cases_a_model_answered():
     ids = [f"c{i}" for i in range(10)]
-    table = coverage.model_coverage({"m": scores_for(ids[:9], 0.5, 0)}, ids, min_coverage=0.9)
-    assert table.loc[0, "coverage"] == 0.9 and bool(table.loc[0, "ranked"])
-    table = coverage.model_coverage({"m": scores_for(ids[:8], 0.5, 0)}, ids, min_coverage=0.9)
+    table = covered_of({"m": scores_for(ids[:9], 0.5, 0)}, ids)
+    assert table.loc[0, "coverage"] == 0.9 and bool(table.loc[0, "ranked"]) and table.loc[0, "n_missing"] == 1
+    assert table.loc[0, "missing_reasons"] == "not_submitted 1"
+    table = covered_of({"m": scores_for(ids[:8], 0.5, 0)}, ids)
     assert table.loc[0, "coverage"] == 0.8 and not table.loc[0, "ranked"]
-    assert math.isclose(coverage.model_coverage({"m": scores_for(ids, 0.5, 0)}, ids[:5], min_coverage=1.0)
-                        .loc[0, "coverage"], 1.0)
+    assert "(the rest scored as empty)" in table.loc[0, "flag"]
+    strict = coverage.model_coverage(["m"], 10, accounting_of({"m": scores_for(ids[:9], 0.5, 0)}, ids),
+                                     min_coverage=0.5, missing_cases="not_ranked")
+    assert not bool(strict.loc[0, "ranked"]) and "no answer for 1 of the set's 10 cases" in strict.loc[0, "flag"]
 
 
 # --- the workflow ---------------------------------------------------------------------------------------

@@ -272,7 +272,8 @@ def test_outputs_are_byte_identical_to_the_in_process_path(tmp_path):
                                metrics=tuple(metric_names), n=100, seed=3, level=0.95)
     bootstrap_input = jobs.Files(scores=[group["models"][m]["scores"][n] for m in models for n in metric_names],
                                  pairs=[group["models"][m]["pairs"] for m in models],
-                                 drops=[group["models"][m]["drops"] for m in models], cases=group["cases"])
+                                 drops=[group["models"][m]["drops"] for m in models], cases=group["cases"],
+                                 accounting=group["accounting"])
     report = jobs.Report.of_layout(layout, bootstrap={"n": 100, "seed": 3, "level": 0.95}, empty_hypothesis="score",
                                    cases=3)
     report_input = jobs.Files(group0=[group[k] for k in jobs.GROUP_FILES] + [

@@ -235,10 +235,12 @@ class Ingest(Job):
 
 @dataclass(frozen=True)
 class Cases(Job):
-    """A dataset × split's cases, from every submission's pairs (and its canonical references, if named), once
-    the submissions are checked to agree on each case's reference and no two case ids are near-duplicates
-    (:func:`radrank.ingest.references.check_group`). Input: ``pairs`` (models, in order), optional
-    ``canonical``. Every scoring job of the group waits for it."""
+    """A dataset × split's case set (:mod:`radrank.ingest.casesets`), from every submission's pairs and its canonical
+    references, if named, once the submissions are checked to agree on each case's reference and no two case ids
+    are near-duplicates (:func:`radrank.ingest.references.check_group`); and per model what it lacks of the set or
+    submitted outside it (the accounting). Input: ``pairs`` and ``drops`` (models, in order), optional
+    ``canonical``. Output: ``cases``, ``accounting`` (parquet) and ``accounting_csv``. Every scoring job of the
+    group waits for it and scores each model on the set's cases."""
 
     dataset: str
     split: str
@@ -248,6 +250,9 @@ class Cases(Job):
     canonical_sha256: str | None = None
 
     def run(self, input, output):
+        import pandas as pd
+
+        from radrank.ingest import casesets
         from radrank.ingest.references import check_group, read_canonical
 
         canonical_path = input.get("canonical")
@@ -257,13 +262,35 @@ class Cases(Job):
                  for m, p in zip(self.models, input.pairs)}
         cases = check_group(pairs, dataset=self.dataset, split=self.split, canonical=canonical,
                             canonical_path=canonical_path)
-        log.info("%s/%s: %d cases (%s); %d submissions agree on every reference", self.dataset, self.split,
-                 len(cases), f"the canonical references {canonical_path}" if canonical_path else
-                 "the submissions' union", len(self.models))
-        io.write_parquet(cases, output.cases, provenance.record(
+        drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in zip(self.models, input.drops)}
+        accounting = casesets.account({m: table for m, (table, _) in pairs.items()}, drops, cases,
+                                      canonical=canonical is not None)
+        described = casesets.describe(len(cases), canonical_path=canonical_path, n_submissions=len(self.models))
+        outside = int((accounting["status"] == casesets.OUTSIDE).sum())
+        log.info("%s/%s: %s; %d submissions agree on every reference; %d (model, case) pairs missing from the set "
+                 "(scored as empty), %d outside it (not scored)", self.dataset, self.split, described,
+                 len(self.models), len(accounting) - outside, outside)
+        prov = provenance.record(
             "cases", dataset=self.dataset, split=self.split, models=list(self.models), n_cases=len(cases),
+            case_set=described, rule="canonical" if canonical_path else "majority of the submissions",
             canonical_references=str(canonical_path) if canonical_path else None,
-            canonical_references_sha256=self.canonical_sha256))
+            canonical_references_sha256=self.canonical_sha256)
+        io.write_csv(accounting, output.accounting_csv)
+        io.write_parquet(accounting, output.accounting, prov)
+        io.write_parquet(cases, output.cases, prov)
+
+
+def scored_pairs(pair_paths, models, columns, cases_path=None) -> dict:
+    """{model: its pairs as they are scored}: the ``columns`` a metric reads, aligned to the group's case set
+    (:func:`radrank.ingest.casesets.align`: the set's cases only, a case the model lacks scored as an empty
+    report) when the group has one (meta-evaluation sets have none)."""
+    from radrank.ingest import casesets
+
+    pairs = {m: io.read_parquet(p, ["sample_id", *columns]) for m, p in zip(models, pair_paths)}
+    if cases_path is None:
+        return pairs
+    cases = io.read_parquet(cases_path, ["sample_id", "reference"])
+    return {m: casesets.align(frame, cases) for m, frame in pairs.items()}
 
 
 def _reference_source(pairs_path) -> str:
@@ -336,7 +363,7 @@ class ScoreGroup(Job):
 
         metric = metrics.get(self.metric)
         # only the columns the metric reads: a group of 100 models holds every model's pairs at once
-        pairs = {m: io.read_parquet(p, ["sample_id", *metric.reads]) for m, p in zip(self.models, input.pairs)}
+        pairs = scored_pairs(input.pairs, self.models, metric.reads, input.get("cases"))
         required = {req: dict(zip(self.models, input[req])) for req in metric.requires}
         result = score_group(self.metric, self.settings, pairs, shard=self.shard, cache=self.cache,
                              required={req: {m: pd.read_parquet(p) for m, p in files.items()}
@@ -368,7 +395,8 @@ def write_model_scores(metric_name, settings, result, models, pair_paths, score_
 @dataclass(frozen=True)
 class CollectShards(Job):
     """A sharded metric's group: the shards' tables joined, every model's score file written.
-    Input: ``pairs`` (one file per model, in :attr:`models` order) and ``shards``. Output: ``scores``."""
+    Input: ``pairs`` (one file per model, in :attr:`models` order), ``shards`` and the group's ``cases`` (none for
+    a meta-evaluation set). Output: ``scores``."""
 
     metric: str
     identity: dict
@@ -386,7 +414,7 @@ class CollectShards(Job):
         from radrank.scoring import GroupScores, assemble, pair_keys
 
         metric = metrics.get(self.metric)
-        pairs = {m: io.read_parquet(p, ["sample_id", *metric.reads]) for m, p in zip(self.models, input.pairs)}
+        pairs = scored_pairs(input.pairs, self.models, metric.reads, input.get("cases"))
         rows = pd.concat([pd.read_parquet(p) for p in input.shards], ignore_index=True)
         keyed = {m: pair_keys(metric, self.settings, frame) for m, frame in pairs.items()}
         result = GroupScores(by_model=assemble(metric, rows, keyed, pairs),
@@ -407,6 +435,18 @@ def merge_scores(score_paths: list):
     return merged
 
 
+def check_case_set(scores: dict, cases) -> None:
+    """Every model's scores cover exactly the group's case set (the scoring jobs align them): else a score file
+    is from another run of the case set, and statistics on it would rank models on different cases."""
+    expected = set(cases)
+    for model, frame in scores.items():
+        got = set(frame["sample_id"])
+        if got != expected:
+            raise RuntimeError(f"model {model!r}: its per-sample scores cover {len(got)} cases, {len(got - expected)} "
+                               f"outside the group's case set of {len(expected)} and {len(expected - got)} of it "
+                               "missing; rerun its scoring jobs (snakemake --forcerun cases)")
+
+
 def by_model(paths: list, models: list, per_model: int) -> dict:
     """model -> its ``per_model`` consecutive paths of a list laid out model by model."""
     paths = list(paths)
@@ -421,7 +461,8 @@ def by_model(paths: list, models: list, per_model: int) -> dict:
 @dataclass(frozen=True)
 class Bootstrap(Job):
     """Statistics of one dataset × split over every model (one shared resample matrix) and every model's
-    RadHarmony-style files. Input: ``scores`` (models × metrics, in order) and ``drops`` (models)."""
+    RadHarmony-style files. Input: ``scores`` (models × metrics, in order), ``drops`` (models), and the group's
+    ``cases`` and ``accounting`` (:class:`Cases`)."""
 
     dataset: str
     split: str
@@ -434,6 +475,7 @@ class Bootstrap(Job):
     fallback_rank_by: str = "bleu2"
     min_coverage: float = 0.9
     min_common_cases: int = 10
+    missing_cases: str = "score_as_empty"  # config leaderboard.missing_cases
 
     def run(self, input, output):
         import pandas as pd
@@ -447,8 +489,17 @@ class Bootstrap(Job):
         leaves = [leaf for name in self.metrics for leaf in metrics.leaves(name)]
         scores = {model: merge_scores(paths) for model, paths in score_paths.items()}
         cases = pd.read_parquet(input.cases)["sample_id"]
-        covered = coverage.model_coverage(scores, cases, min_coverage=self.min_coverage)
+        accounting = pd.read_parquet(input.accounting)
+        check_case_set(scores, cases)
+        covered = coverage.model_coverage(scores, len(cases), accounting, min_coverage=self.min_coverage,
+                                          missing_cases=self.missing_cases,
+                                          case_set=io.read_provenance(input.cases).get("case_set", ""))
         ranked = list(covered.loc[covered["ranked"], "model"])
+        if self.missing_cases == "not_ranked":  # an unranked model's numbers rest on the cases it answered
+            for model in set(scores) - set(ranked):
+                lacking = accounting.loc[(accounting["model"] == model) & (accounting["status"] == "missing"),
+                                         "sample_id"]
+                scores[model] = scores[model][~scores[model]["sample_id"].isin(set(lacking))]
         rank_leaf, _ = rank_leaf_of([leaf.name for leaf in leaves], self.rank_by, self.fallback_rank_by)
         result = bootstrap(scores, leaves, n_boot=self.n, seed=self.seed, level=self.level, common_to=ranked,
                            common_leaves=[rank_leaf])
@@ -459,7 +510,7 @@ class Bootstrap(Job):
             "statistics", dataset=self.dataset, split=self.split, models=sorted(scores), metrics=list(self.metrics),
             n_bootstrap=self.n, seed=self.seed, level=self.level, n_cases=len(result.cases),
             n_dataset_cases=len(cases), ranked_models=ranked, n_rank_cases=result.common_cases,
-            min_coverage=self.min_coverage, min_common_cases=self.min_common_cases,
+            min_coverage=self.min_coverage, min_common_cases=self.min_common_cases, missing_cases=self.missing_cases,
             score_provenance={m: [io.read_provenance(p).get("metric") for p in paths]
                               for m, paths in score_paths.items()},
             method="exact paired bootstrap over case ids from per-sample sufficient statistics "

@@ -49,6 +49,10 @@ def rank_leaf_of(leaves, rank_by: str, fallback_rank_by: str) -> tuple[str, str]
 
 
 COLUMN_SETS = ("computed", "rexrank")
+# leaderboard column -> coverage table field (radrank.stats.coverage): the set's cases a model has no answer for,
+# why, what it submitted outside the set, and the rule that made the set
+CASE_SET_COLUMNS = {"Missing": "n_missing", "Missing reasons": "missing_reasons", "Outside set": "n_outside",
+                    "Case set": "case_set"}
 
 
 def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcliq_v1", fallback_rank_by="bleu2",
@@ -79,6 +83,9 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
     key = [by.loc[(m, rank_leaf), "estimate"] for m in ranked]
     # NaN estimates rank last; ties share the best rank (the same rule ranks every resample).
     ranks = dict(zip(ranked, competition_ranks(key, higher_is_better=not ascending)))
+    if rank_summary is not None and len(rank_summary):
+        # the rank its interval qualifies: the ranked models' point estimates on the cases they all rest on
+        ranks = {m: int(r) for m, r in zip(rank_summary["model"], rank_summary["rank"])}
     # the unranked ones in the same order among themselves, after every ranked model
     unranked = [m for m in models if m not in ranks]
     order_unranked = dict(zip(unranked, competition_ranks([by.loc[(m, rank_leaf), "estimate"] for m in unranked],
@@ -119,6 +126,10 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
         row["n"] = int(by.loc[(m, rank_leaf), "n"])
         if covered is not None:
             row["Coverage"] = rounded(covered.loc[m, "coverage"])
+            for column, field in CASE_SET_COLUMNS.items():
+                if field in covered.columns:
+                    value = covered.loc[m, field]
+                    row[column] = int(value) if field.startswith("n_") else value
         row["Dropped"] = int((listed["action"] == "dropped").sum()) if listed is not None else 0
         row["Scored as empty"] = int((listed["action"] == "scored_as_empty").sum()) if listed is not None else 0
         row["Ranked by"] = ranked_by

@@ -16,12 +16,13 @@ them would score perfectly. So:
   (:func:`check_group`, one job per dataset × split after every submission is read). A disagreement is
   always an error: with no canonical file nothing says which submission is right, so the message says how
   to name one.
-* **Case ids are compared exactly**; two ids that differ only in whitespace or Unicode normalisation
-  (NFKC: NFC vs NFD, full-width digits) are an error naming both and where each was found
+* **Case ids are compared exactly**; two ids that differ only in whitespace, letter case, invisible format
+  characters (zero-width space, BOM, bidi controls: Unicode category Cf) or Unicode normalisation (NFKC: NFC vs
+  NFD, full-width digits, NBSP) are an error naming both and where each was found
   (:func:`check_near_duplicates`) — scoring them as two cases, or as one, would both be a guess.
 
-The dataset's cases (:data:`CASES_COLUMNS`) are the canonical file's cases with a reference for the split,
-or without one the union of the submissions' cases: what each model's coverage is measured against.
+The dataset's case set (:mod:`radrank.ingest.casesets`) is the canonical file's cases with a reference for the
+split, or without one the cases more than half of the submissions have: what every model is scored and ranked on.
 """
 
 from __future__ import annotations
@@ -30,15 +31,18 @@ import hashlib
 import unicodedata
 
 from radrank.errors import ConfigError, InputError
+from radrank.ingest import casesets
 
 MISMATCH_POLICIES = ("error", "drop")
-CASES_COLUMNS = ("sample_id", "n_submissions")
 SHOWN_CHARS = 80  # of each text in a mismatch message
 
 
 def id_key(case_id: str) -> str:
-    """The key under which near-duplicate case ids collide: NFKC, whitespace runs as one space, stripped."""
-    return " ".join(unicodedata.normalize("NFKC", case_id).split())
+    """The key under which near-duplicate case ids collide: NFKC (full-width forms, NBSP as a space), format
+    characters (Unicode category Cf: zero-width space and joiners, BOM, bidi controls) and whitespace removed,
+    case folded."""
+    text = unicodedata.normalize("NFKC", case_id)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf" and not ch.isspace()).casefold()
 
 
 def _shown(text: str) -> str:
@@ -81,7 +85,8 @@ def check_near_duplicates(where: dict) -> None:
         if key in seen:
             other = seen[key]
             raise InputError(where[case][0], f"case ids {_shown(other)} ({', '.join(map(str, where[other]))}) and "
-                             f"{_shown(case)} ({', '.join(map(str, where[case]))}) differ only in whitespace or Unicode normalisation: "
+                             f"{_shown(case)} ({', '.join(map(str, where[case]))}) differ only in whitespace, letter case, "
+                             "invisible format characters or Unicode normalisation: "
                              "ids are compared exactly, so they would be two cases (or, in another file, none in "
                              "common); write each case id one way", field="case_id", row=_shown(case))
         seen[key] = case
@@ -104,8 +109,9 @@ def check_records(records: list, canonical: dict, *, dataset: str, split: str, p
         if case not in canonical:
             near = by_key.get(id_key(case))
             why = (f"dataset {dataset}: case {_shown(case)} is not among the dataset's canonical references "
-                   f"({canonical_path})" + (f"; that file has {_shown(near)}, which differs only in whitespace "
-                                            "or Unicode normalisation (ids are compared exactly)" if near else ""))
+                   f"({canonical_path})" + (f"; that file has {_shown(near)}, which differs only in whitespace, "
+                                            "letter case, invisible format characters or Unicode normalisation "
+                                            "(ids are compared exactly)" if near else ""))
             reason = "unknown_case"
         else:
             truth, truth_row, truth_field = canonical[case]
@@ -132,10 +138,8 @@ def _digest(text: str) -> bytes:
 def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None = None, canonical_path=None):
     """The dataset's cases for one split from every submission's pairs (``pairs``: {model: (DataFrame with
     sample_id and reference, its source file)}), after checking that submissions agree on each case's
-    reference (without ``canonical``) and that no two case ids are near-duplicates. Returns a DataFrame of
-    :data:`CASES_COLUMNS`."""
-    import pandas as pd
-
+    reference (without ``canonical``) and that no two case ids are near-duplicates (the union's: an id variant
+    is an error, not a case outside the set). Returns the case set (:func:`radrank.ingest.casesets.case_set`)."""
     first: dict = {}  # case -> (digest, model, reference)
     counts: dict = {}
     where: dict = {}
@@ -156,15 +160,11 @@ def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None
                                  f"(references.files.{dataset}: a ReXrank JSON or ground-truth CSV) to check "
                                  "every submission against it", field="reference", row=_shown(case))
     if canonical is not None:
-        ids = [c for c, (reference, _, _) in canonical.items() if reference.strip()]
-        where.update({c: (canonical_path, f"row {canonical[c][1]}") for c in ids if c not in where})
+        where.update({c: (canonical_path, f"row {row}") for c, (reference, row, _) in canonical.items()
+                      if reference.strip() and c not in where})
         extra = sorted(set(counts) - set(canonical))
         if extra:  # the ingest check lets none through: a pairs file that did not pass it
             raise InputError(where[extra[0]][0], f"case {_shown(extra[0])} is not among the canonical "
                              f"references ({canonical_path}); rerun its ingest job", row=_shown(extra[0]))
-    else:
-        ids = list(counts)
     check_near_duplicates(where)
-    return pd.DataFrame({"sample_id": pd.Series(sorted(ids), dtype="object"),
-                         "n_submissions": pd.Series([counts.get(c, 0) for c in sorted(ids)], dtype="int64")},
-                        columns=list(CASES_COLUMNS))
+    return casesets.case_set({m: table for m, (table, _) in pairs.items()}, canonical)

@@ -12,6 +12,12 @@ resample. Over the resamples this is each model's rank distribution, from which:
   occur;
 * ``P(rank=1)``.
 
+The point rank is the rank of the point estimates on the same cases as the resamples (every ranked model of a
+leaderboard rests on the dataset's case set), and the interval is widened, where it must be, to hold it: a
+percentile interval of resampled ranks can miss the observed rank when a leaf is not a plain mean (corpus BLEU)
+or the resampled ranks are skewed, and an interval that excludes the rank it qualifies says nothing coherent. So
+``rank_lower ≤ rank ≤ rank_upper`` always.
+
 Ranks are competition ranks ("min": tied values share the best rank) and a model
 whose value is not finite on a resample ranks after every finite one — the same
 rule as the leaderboard's point ranking.
@@ -101,6 +107,8 @@ def rank_uncertainty(replicates, metric: str, models: list, higher_is_better: bo
     ranks = competition_ranks(boots, higher_is_better)
     dist = rank_distribution(ranks)
     lo, hi = rank_interval(ranks, level)
+    if boots.shape[1]:  # the interval always holds the model's own rank (see the module docstring)
+        lo, hi = np.minimum(lo, point_rank), np.maximum(hi, point_rank)
     summary = pd.DataFrame({
         "model": list(models), "metric": metric, "rank": point_rank, "rank_lower": lo, "rank_upper": hi,
         "p_rank1": dist[:, 0] if len(models) else [], "rank_mean": ranks.mean(axis=1) if boots.shape[1] else np.nan,

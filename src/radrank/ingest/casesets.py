@@ -1,0 +1,130 @@
+"""One declared case set per dataset × split: every model is scored and ranked on the same cases.
+
+Submissions are written by the people ranked, so no single submission may decide which cases count:
+
+* **With a canonical reference file** (config ``references.files.<dataset>``) the set is that file's cases with
+  a reference for the split. A submitted case outside it never reaches the pairs (an error, or with
+  ``references.on_mismatch: drop`` a listed drop: :mod:`radrank.ingest.references`).
+* **Without one** the set is the cases **more than half** of the group's submissions have a scorable pair for
+  (:func:`quorum`). A case only its own author has (invented, or an id variant) is outside the set — listed for
+  that model (status ``outside``), never a new case for everyone else; a case one submission omits stays in the
+  set as long as more than half have it. With fewer than three submissions one submitter can still move the set
+  (with two, the set is the cases both have), and the leaderboard says so: name a canonical file.
+
+A case of the set that a model has no answer for — absent from its file, dropped from it (a reference mismatch
+under ``on_mismatch: drop``, an empty answer under ``empty_hypothesis: drop``, an unreadable image), or a CSV
+row without a prediction — counts against that model the same way on every route: it is scored as an empty
+report (:func:`align`, ReXrank's practice for a missing CSV prediction), and the accounting
+(:func:`account`) lists it with the reason. The leaderboard's ``missing_cases`` policy then either ranks the
+model with those empty reports (``score_as_empty``, the default) or does not rank it (``not_ranked``); either
+way every ranked model rests on exactly the set's cases.
+"""
+
+from __future__ import annotations
+
+MISSING_POLICIES = ("score_as_empty", "not_ranked")
+CASES_COLUMNS = ("sample_id", "reference", "n_submissions")
+ACCOUNT_COLUMNS = ("model", "sample_id", "status", "reason", "detail")
+MISSING, OUTSIDE = "missing", "outside"  # accounting statuses
+NOT_SUBMITTED = "not_submitted"
+
+
+def quorum(n_submissions: int) -> int:
+    """How many submissions must have a case for it to enter the set without a canonical file: more than half."""
+    return n_submissions // 2 + 1
+
+
+def describe(n_cases: int, *, canonical_path=None, n_submissions: int = 0) -> str:
+    """The leaderboard's ``Case set`` sentence: how many cases, and by which rule."""
+    if canonical_path is not None:
+        return f"{n_cases} cases: the canonical references {canonical_path}"
+    need = quorum(n_submissions)
+    text = (f"{n_cases} cases: those at least {need} of the {n_submissions} submissions have (no canonical "
+            "reference file)")
+    if n_submissions < 3:
+        text += "; with fewer than 3 submissions one submitter can change the set: name references.files"
+    return text
+
+
+def case_set(pairs: dict, canonical: dict | None = None):
+    """The set's cases (:data:`CASES_COLUMNS`, sorted by id) from every model's pairs (``pairs``: {model: DataFrame
+    with sample_id and reference}) — checked beforehand (:func:`radrank.ingest.references.check_group`) — and the
+    canonical references ({sample_id: (reference, row, field)}), if named."""
+    import pandas as pd
+
+    counts: dict = {}
+    reference: dict = {}
+    for table in pairs.values():
+        for case, text in zip(table["sample_id"], table["reference"]):
+            counts[case] = counts.get(case, 0) + 1
+            reference.setdefault(case, text)
+    if canonical is not None:
+        ids = sorted(c for c, (text, _, _) in canonical.items() if text.strip())
+        reference = {c: canonical[c][0] for c in ids}
+    else:
+        need = quorum(len(pairs))
+        ids = sorted(c for c, n in counts.items() if n >= need)
+    return pd.DataFrame({"sample_id": pd.Series(ids, dtype="object"),
+                         "reference": pd.Series([reference[c] for c in ids], dtype="object"),
+                         "n_submissions": pd.Series([counts.get(c, 0) for c in ids], dtype="int64")},
+                        columns=list(CASES_COLUMNS))
+
+
+def account(pairs: dict, drops: dict, cases, *, canonical: bool) -> "object":
+    """Per model, every case of the set it has no answer for (status ``missing``, with the reason its drop file
+    gives, else ``not_submitted``) and every case it submitted outside the set (status ``outside``): a DataFrame of
+    :data:`ACCOUNT_COLUMNS`. ``pairs``: {model: DataFrame with sample_id}; ``drops``: {model: its drop file}.
+    A CSV row without a prediction is in the pairs (scored as empty at ingest) and still counts as missing."""
+    import pandas as pd
+
+    in_set = list(cases["sample_id"])
+    members = set(in_set)
+    counts: dict = {}
+    for table in pairs.values():
+        for case in table["sample_id"]:
+            counts[case] = counts.get(case, 0) + 1
+    need = quorum(len(pairs))
+    rows = []
+    for model in sorted(pairs):
+        own = set(pairs[model]["sample_id"])
+        listed = drops.get(model)
+        reasons: dict = {}  # case -> the first reason its drop file gives
+        if listed is not None:
+            for case, reason, detail in zip(listed["sample_id"], listed["reason"], listed["detail"]):
+                reasons.setdefault(str(case), (reason, detail))
+        for case in in_set:
+            if case not in own or reasons.get(case, ("",))[0] == "missing_prediction":
+                reason, detail = reasons.get(case, (NOT_SUBMITTED, "the submission has no entry for this case"))
+                rows.append((model, case, MISSING, reason, detail))
+        if not canonical:
+            rows += [(model, case, OUTSIDE, "outside_case_set",
+                      f"{counts[case]} of the {len(pairs)} submissions have this case; the set holds the cases at "
+                      f"least {need} have") for case in sorted(own - members)]
+    return pd.DataFrame(rows, columns=list(ACCOUNT_COLUMNS))
+
+
+def align(pairs, cases):
+    """A model's pairs as they are scored: only the set's cases, and each case of the set it has no pair for added
+    with an empty hypothesis (its reference from the set; no patient context: the model gave no answer). The
+    model's own pairs keep their order; the added ones follow in the set's order."""
+    import numpy as np
+    import pandas as pd
+
+    members = set(cases["sample_id"])
+    own = pairs[pairs["sample_id"].isin(members)]
+    lacking = cases[~cases["sample_id"].isin(set(own["sample_id"]))]
+    if lacking.empty:
+        return own.reset_index(drop=True)
+    added = {}
+    for column in pairs.columns:
+        if column == "sample_id":
+            added[column] = lacking["sample_id"].to_numpy()
+        elif column == "reference":
+            added[column] = lacking["reference"].to_numpy()
+        elif column == "hypothesis":
+            added[column] = np.full(len(lacking), "", dtype=object)
+        else:  # context: none (age is a float column, the rest text)
+            added[column] = np.full(len(lacking), np.nan if pairs[column].dtype.kind == "f" else None,
+                                    dtype=pairs[column].dtype if pairs[column].dtype.kind == "f" else object)
+    filled = pd.DataFrame(added, columns=list(pairs.columns))
+    return pd.concat([own, filled], ignore_index=True)
