@@ -156,7 +156,9 @@ def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None
                                  f"(references.files.{dataset}: a ReXrank JSON or ground-truth CSV) to check "
                                  "every submission against it", field="reference", row=_shown(case))
     if canonical is not None:
-        ids = [c for c, (reference, _, _) in canonical.items() if reference.strip()]
+        # a blank reference is a case without one, unless a submission scored it (ReXrank's literal mode scores
+        # a whitespace-only report as it is)
+        ids = [c for c, (reference, _, _) in canonical.items() if reference.strip() or c in counts]
         where.update({c: (canonical_path, f"row {canonical[c][1]}") for c in ids if c not in where})
         extra = sorted(set(counts) - set(canonical))
         if extra:  # the ingest check lets none through: a pairs file that did not pass it
