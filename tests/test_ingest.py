@@ -792,3 +792,172 @@ def test_csv_quote_inside_an_unquoted_field_is_text(ingest_write):
     pred = ingest_write("pred.csv", "study_id,report\n1,x\n2,y\n")
     pairs, _, _ = ingest_submission(pred, "findings", reference_path=gt, ref_section="full")
     assert pairs["reference"].tolist() == ['Nodule 2" in size', 'He said "stable" here']
+
+
+# =============================================================================================
+# rexrank_missing_section: literal — the pairs of ReXrank's pipeline, every missing-value form
+# =============================================================================================
+
+# Each form a missing text takes in real exports. ABSENT: the key is not written.
+ABSENT = object()
+LITERAL_FORMS = [ABSENT, None, "", math.nan, "None", "nan", "NaN", "NA", "null", "NULL", "N/A", "   ", "\n",
+                 " nan"]
+
+
+def _json_value(value) -> str:
+    import json
+
+    return "NaN" if isinstance(value, float) else json.dumps(value)
+
+
+def _write_entries(path, data: dict) -> str:
+    """A ReXrank JSON, NaN written as ReXrank's files write it; ABSENT values left out."""
+    body = ",\n".join(
+        f'"{case}": {{' + ", ".join(f'"{k}": {_json_value(v)}' for k, v in entry.items() if v is not ABSENT) + "}"
+        for case, entry in data.items())
+    path.write_text("{\n" + body + "\n}\n", encoding="utf-8")
+    return str(path)
+
+
+def _every_form(tmp_path) -> str:
+    base = {"section_findings": "Lungs clear.", "section_impression": "No acute disease.",
+            "model_prediction": "No effusion."}
+    data = {}
+    for i, form in enumerate(LITERAL_FORMS):
+        data[f"findings-{i}"] = dict(base, section_findings=form)
+        data[f"impression-{i}"] = dict(base, section_impression=form)
+        data[f"both-{i}"] = dict(base, section_findings=form, section_impression=form)
+        data[f"report-{i}"] = dict(base, report=form)
+        data[f"report-none-{i}"] = dict(base, report=form, section_findings=None, section_impression=form)
+        if form is not ABSENT:  # an absent model_prediction is an error (below)
+            data[f"prediction-{i}"] = dict(base, model_prediction=form)
+            data[f"all-{i}"] = dict(section_findings=form, section_impression=form, report=form,
+                                    model_prediction=form)
+    return _write_entries(tmp_path / "every_form.json", data)
+
+
+def reference_pipeline(path, split: str, writer: str = "csv") -> dict:
+    """ReXrank's two steps, written here independently of radrank: json_to_csv builds a ground-truth and a
+    prediction CSV (the section rule with Python truthiness; study_id = position), and the scorer reads them
+    back with pandas.read_csv's defaults and takes str of each cell (CXR-Report-Metric's prep_reports).
+    ``writer``: "csv" (the csv module) or "pandas" (DataFrame.to_csv, as ReXrank's split_json writes).
+    Returns {case id: (reference, hypothesis)}."""
+    import csv
+    import io
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    gt_rows, pred_rows = [], []
+    for position, (case, entry) in enumerate(data.items()):
+        findings, impression = entry.get("section_findings"), entry.get("section_impression")
+        if split == "findings":
+            reference = f"Findings: {findings}" if findings else ""
+        elif entry.get("report"):
+            reference = entry["report"]
+        else:
+            reference = " ".join(([f"Findings: {findings}"] if findings else [])
+                                 + ([f"Impression: {impression}"] if impression else []))
+        gt_rows.append([position, reference])
+        pred_rows.append([position, entry["model_prediction"]])
+
+    def round_trip(rows):
+        if writer == "csv":
+            buffer = io.StringIO(newline="")
+            out = csv.writer(buffer)
+            out.writerow(["study_id", "report"])
+            out.writerows(rows)
+            text = buffer.getvalue()
+        else:
+            text = pd.DataFrame(rows, columns=["study_id", "report"]).to_csv(index=False)
+        table = pd.read_csv(io.StringIO(text))
+        return dict(zip(table["study_id"], (str(cell) for cell in table["report"])))
+
+    gt, pred = round_trip(gt_rows), round_trip(pred_rows)
+    return {case: (gt[position], pred[position]) for position, case in enumerate(data)}
+
+
+@pytest.mark.parametrize("split", ["findings", "reports"])
+def test_literal_mode_gives_the_reference_pipelines_pairs_for_every_missing_form(tmp_path, split):
+    path = _every_form(tmp_path)
+    expected = reference_pipeline(path, split)
+    assert reference_pipeline(path, split, writer="pandas") == expected  # the CSV writer makes no difference
+    pairs, drops, _ = ingest_submission(path, split, missing_section="literal")
+    got = {r["sample_id"]: (r["reference"], r["hypothesis"]) for r in records(pairs)}
+    assert list(got) == list(expected)  # every case kept, in the file's order
+    for case in expected:
+        assert got[case] == expected[case], case
+    assert set(drops["action"]) == {"scored_literally"}
+
+
+def test_literal_mode_pairs_for_each_form_as_docs_list_them(tmp_path):
+    # The table in docs/inputs.md, case by case (findings split; prediction "No effusion." unless named).
+    path = _every_form(tmp_path)
+    pairs, _, _ = ingest_submission(path, "findings", missing_section="literal")
+    ref = dict(zip(pairs["sample_id"], pairs["reference"]))
+    hyp = dict(zip(pairs["sample_id"], pairs["hypothesis"]))
+    findings = [ref[f"findings-{i}"] for i in range(len(LITERAL_FORMS))]
+    assert findings == ["nan", "nan", "nan", "Findings: nan", "Findings: None", "Findings: nan", "Findings: NaN",
+                        "Findings: NA", "Findings: null", "Findings: NULL", "Findings: N/A", "Findings:    ",
+                        "Findings: \n", "Findings:  nan"]
+    predictions = [hyp[f"prediction-{i}"] for i in range(1, len(LITERAL_FORMS))]
+    assert predictions == ["nan"] * 10 + ["   ", "\n", " nan"]
+
+
+def test_literal_mode_lists_every_pair_a_missing_value_shaped(tmp_path):
+    from radrank.ingest import rexrank
+
+    path = _every_form(tmp_path)
+    for split in ("findings", "reports"):
+        pairs, drops, _ = ingest_submission(path, split, missing_section="literal")
+        as_dropped = {r["sample_id"]: r for r in rexrank.read(path, split)}  # the default mode's texts
+        listed = {(r["sample_id"], r["reason"]) for r in records(drops)}
+        for pair in records(pairs):
+            case, usual = pair["sample_id"], as_dropped[pair["sample_id"]]
+            assert ((case, "missing_section_literal") in listed) == (pair["reference"] != usual["reference"]), case
+            assert ((case, "empty_hypothesis_literal") in listed) == (pair["hypothesis"] != usual["hypothesis"]), \
+                case
+        assert len(listed) == len(drops)  # nothing else listed, nothing twice
+    _, drops, _ = ingest_submission(path, "findings", missing_section="literal")
+    row = drops[(drops["sample_id"] == "findings-3") & (drops["reason"] == "missing_section_literal")].iloc[0]
+    assert row["action"] == "scored_literally"
+    assert row["detail"].startswith("section_findings is NaN: scored against the reference 'Findings: nan'")
+
+
+def test_literal_mode_bleu2_of_a_missing_prediction_is_the_pipelines(tmp_path):
+    # Reference "Findings: nan" (NaN findings) vs prediction "None": pandas reads "None" back as NaN, so the
+    # pipeline scores "Findings: nan" against "nan" — one matching unigram: fast-bleu gives
+    # exp(1 - 2/1) * sqrt(1/1 * 0.1/1) (brevity penalty, smoothed bigram), not 0.
+    from radrank.metrics import bleu2
+
+    path = _write_entries(tmp_path / "sub.json", {"a": {"section_findings": math.nan, "model_prediction": "None"}})
+    expected = reference_pipeline(path, "findings")
+    pairs, _, _ = ingest_submission(path, "findings", missing_section="literal")
+    got = list(zip(pairs["reference"], pairs["hypothesis"]))
+    assert got == [expected["a"]] == [("Findings: nan", "nan")]
+    value = bleu2.score_texts(*zip(*got))[0]
+    assert value == bleu2.score_texts(*zip(*expected.values()))[0]
+    assert value == pytest.approx(math.exp(-1) * math.sqrt(0.1), abs=1e-12)
+    assert round(value, 4) == 0.1163
+
+
+def test_literal_mode_still_requires_model_prediction(ingest_write):
+    # ReXrank's script fails on an entry without one too: there is no pair to reproduce.
+    path = ingest_write("sub.json", {"a": {"section_findings": "x"}})
+    raises_input_error(path, "required field is missing", "field 'model_prediction'", missing_section="literal")
+
+
+def test_pandas_na_strings_are_pandas_defaults():
+    # The literal mode's read-back rule against pandas itself: each string read back as NaN, nothing else.
+    import csv
+    import io
+
+    from radrank.ingest.rexrank import PANDAS_NA_STRINGS
+
+    probes = sorted(PANDAS_NA_STRINGS) + [" nan", "nan ", "NONE", "none", "Nan", "na", "   ", "\t", "-", "N.A."]
+    buffer = io.StringIO(newline="")
+    out = csv.writer(buffer)
+    out.writerow(["study_id", "report"])
+    out.writerows(enumerate(probes))
+    read = pd.read_csv(io.StringIO(buffer.getvalue()))["report"]
+    assert {p for p, cell in zip(probes, read) if pd.isna(cell)} == PANDAS_NA_STRINGS

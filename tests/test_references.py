@@ -229,21 +229,50 @@ def test_the_cases_job_reads_every_models_pairs_and_names_the_submission_files(w
 
 
 def test_literal_mode_writes_nan_sections_as_json_to_csv_does(tmp_path):
-    # json_to_csv's emptiness test is truthiness: NaN is truthy and prints "nan"; null and "" are falsy.
+    # json_to_csv's emptiness test is truthiness: NaN is truthy and prints "nan"; null and "" are falsy, an
+    # empty cell, which pandas.read_csv reads back as NaN: "nan" too (tests/test_ingest.py has every form).
     path = tmp_path / "sub.json"
     path.write_text('{"a": {"section_findings": NaN, "section_impression": "Clear.", "model_prediction": "x"},'
                     ' "b": {"section_findings": null, "section_impression": NaN, "model_prediction": "y"},'
                     ' "c": {"section_findings": "", "report": NaN, "model_prediction": "z"},'
                     ' "d": {"section_findings": " Lungs clear. ", "section_impression": "None", "model_prediction": "w"}}')
     literal = {r["sample_id"]: r["reference"] for r in rexrank.read(path, "findings", "literal")}
-    assert literal == {"a": "Findings: nan", "b": "", "c": "", "d": "Findings:  Lungs clear. "}
+    assert literal == {"a": "Findings: nan", "b": "nan", "c": "nan", "d": "Findings:  Lungs clear. "}
     reports = {r["sample_id"]: r["reference"] for r in rexrank.read(path, "reports", "literal")}
     assert reports == {"a": "Findings: nan Impression: Clear.", "b": "Impression: nan", "c": "nan",
                        "d": "Findings:  Lungs clear.  Impression: None"}
     dropped = {r["sample_id"]: r["reference"] for r in rexrank.read(path, "findings")}
     assert dropped == {"a": "", "b": "", "c": "", "d": "Findings:  Lungs clear. "}
     pairs, drops, _ = ingest_submission(path, "findings", missing_section="literal")
-    assert list(pairs["sample_id"]) == ["a", "d"] and set(drops["sample_id"]) == {"b", "c"}
+    assert list(pairs["sample_id"]) == ["a", "b", "c", "d"]
+    assert drops[["sample_id", "reason", "action"]].values.tolist() == [
+        [case, "missing_section_literal", "scored_literally"] for case in "abc"]
+
+
+def test_a_canonical_file_read_literally_gives_the_submissions_references(tmp_path):
+    # The canonical check reads the ground truth with the submissions' mode: in the literal mode every case,
+    # a whitespace-only report included, has the reference its submissions give, and is one of the cases.
+    truth = {"a": {"section_findings": math.nan, "section_impression": "Clear."},
+             "b": {"section_findings": None, "section_impression": "None"},
+             "c": {"section_findings": "NA", "report": "   "},
+             "d": {"section_findings": "Lungs clear.", "section_impression": ""}}
+    truth_path = tmp_path / "truth.json"
+    truth_path.write_text(json.dumps(truth))  # Python's json writes NaN as ReXrank's files do
+    sub_path = write_json(tmp_path / "sub.json", {case: dict(entry, model_prediction="None")
+                                                  for case, entry in json.loads(truth_path.read_text()).items()})
+    for split in ("findings", "reports"):
+        canon = references.read_canonical(truth_path, split, ref_section="findings", missing_section="literal")
+        pairs, drops, _ = ingest_submission(sub_path, split, missing_section="literal", canonical=canon,
+                                            canonical_path=truth_path, dataset="d")
+        assert dict(zip(pairs["sample_id"], pairs["reference"])) == {c: r for c, (r, _, _) in canon.items()}
+        assert set(drops["reason"]) <= {"missing_section_literal", "empty_hypothesis_literal"}
+        cases = references.check_group({"m": (pairs, sub_path)}, dataset="d", split=split, canonical=canon,
+                                       canonical_path=truth_path)
+        assert list(cases["sample_id"]) == ["a", "b", "c", "d"]
+    assert canon["c"][0] == "   "  # reports split: a blank report is used as written
+    with pytest.raises(InputError, match="differs from the canonical one"):  # the drop mode's canonical file
+        ingest_submission(sub_path, "findings", missing_section="literal", dataset="d", canonical_path=truth_path,
+                          canonical=references.read_canonical(truth_path, "findings", ref_section="findings"))
 
 
 def test_literal_mode_is_a_config_setting_of_the_ingest_job(workdir, tmp_path, monkeypatch):

@@ -59,7 +59,8 @@ def case_set(pairs: dict, canonical: dict | None = None):
             counts[case] = counts.get(case, 0) + 1
             reference.setdefault(case, text)
     if canonical is not None:
-        ids = sorted(c for c, (text, _, _) in canonical.items() if text.strip())
+        # a blank reference is no case, unless a submission scored it (ReXrank's literal mode scores it as it is)
+        ids = sorted(c for c, (text, _, _) in canonical.items() if text.strip() or c in counts)
         reference = {c: canonical[c][0] for c in ids}
     else:
         need = quorum(len(pairs))

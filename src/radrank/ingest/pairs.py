@@ -9,10 +9,13 @@ indication, comparison). Policies:
   silent) or ``drop`` removes it (RadHarmony's behaviour); listed either way;
 * a prediction without a reference → dropped (``missing_reference``);
 * text over ``max_chars`` characters → cut to ``max_chars`` and listed
-  (``too_long``, action ``truncated``).
+  (``too_long``, action ``truncated``);
+* a ReXrank record read in the literal mode (``literal``) is scored as ReXrank's pipeline scores it,
+  blank texts included; each of its ``notes`` (a missing value that shaped the pair) is listed with
+  action ``scored_literally``.
 
 Every row of the drop file says what happened: ``action`` is ``dropped``,
-``scored_as_empty`` or ``truncated``.
+``scored_as_empty``, ``scored_literally`` or ``truncated``.
 
 A ``reference_path`` given with a submission that holds its own references (a ReXrank JSON,
 parquet pairs) is an error (:func:`check_reference_path`), not a file ignored without a word.
@@ -67,11 +70,14 @@ def build_pairs(records, unmatched=(), *, empty_hypothesis: str = "drop", max_ch
             drops.append(_drop(rec, rec["reason"], "dropped"))
 
     for rec in records:
-        if not rec["reference"].strip():
+        literal = rec.get("literal", False)  # ReXrank's literal mode: scored as its pipeline scores it
+        for reason, detail in rec.get("notes", ()):
+            drops.append(_drop(rec, reason, "scored_literally", detail))
+        if not literal and not rec["reference"].strip():
             drops.append(_drop(rec, "empty_reference", "dropped", "reference text is empty after section selection"))
             continue
         hyp = rec["hypothesis"]
-        if not hyp.strip():
+        if not literal and not hyp.strip():
             if rec.get("reason") != "missing_prediction":  # already listed above
                 drops.append(_drop(rec, "empty_hypothesis", silent_action))
             if empty_hypothesis == "drop":

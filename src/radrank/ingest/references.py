@@ -160,8 +160,10 @@ def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None
                                  f"(references.files.{dataset}: a ReXrank JSON or ground-truth CSV) to check "
                                  "every submission against it", field="reference", row=_shown(case))
     if canonical is not None:
+        # a blank reference is a case without one, unless a submission scored it (ReXrank's literal mode scores
+        # a whitespace-only report as it is)
         where.update({c: (canonical_path, f"row {row}") for c, (reference, row, _) in canonical.items()
-                      if reference.strip() and c not in where})
+                      if (reference.strip() or c in counts) and c not in where})
         extra = sorted(set(counts) - set(canonical))
         if extra:  # the ingest check lets none through: a pairs file that did not pass it
             raise InputError(where[extra[0]][0], f"case {_shown(extra[0])} is not among the canonical "

@@ -19,15 +19,28 @@ than :data:`MAX_DEPTH` (a submission's entries hold flat text fields), and a cas
 text field holding a lone UTF-16 surrogate (``"\\ud800"`` without its pair: not text, and
 no file can store it).
 
-Missing sections, two modes (config ``rexrank_missing_section``):
+Missing values, two modes (config ``rexrank_missing_section``):
 
 * ``drop`` (default): a missing section is missing — a findings reference without findings is empty, and
-  the case is dropped and listed (reason ``empty_reference``).
-* ``literal``: json_to_csv's own output, byte for byte. Its emptiness test is Python truthiness, and a
-  float NaN is truthy, so a NaN section is written as the text "nan": the findings reference of a study
-  whose ``section_findings`` is NaN is "Findings: nan" (138 of CheXpert-Plus's 200 test studies), and a
-  NaN ``report`` is the reference "nan". ``null`` and "" are falsy, so still empty; a string is used as
-  written, blank or "None" included. Only the reference follows this mode; a prediction is read as above.
+  the case is dropped and listed (reason ``empty_reference``); a missing prediction is empty
+  (``empty_hypothesis``).
+* ``literal``: the pairs ReXrank's pipeline scores, string for string. It converts the JSON to CSV with
+  ReXrank-metric's ``json_to_csv`` and reads the CSV back with ``pandas.read_csv`` (defaults) before
+  scoring, so two steps decide a pair:
+
+  1. json_to_csv writes a cell. Its emptiness test is Python truthiness: a float NaN is truthy and
+     prints "nan" ("Findings: nan"); ``null``, "" and an absent key are falsy, so the findings
+     reference is an empty cell; any string is written as it is ("None", blanks). The prediction
+     cell is ``model_prediction`` as it is (null and NaN: an empty cell).
+  2. pandas reads a cell back as NaN when it equals one of :data:`PANDAS_NA_STRINGS` exactly (the
+     empty cell, "nan", "None", "NA", "null", ...; not " nan", not blanks), and the metrics take
+     ``str`` of it: "nan". Every other cell comes back unchanged.
+
+  So every case is kept, reference and prediction as pandas hands them on (docs/inputs.md lists each
+  form); a pair that differs from the drop mode's because of a missing value is listed in the drop
+  file (reasons ``missing_section_literal``, ``empty_hypothesis_literal``; action
+  ``scored_literally``), never silently. An absent ``model_prediction`` stays an error (ReXrank's
+  script fails on it too: no pair to reproduce).
 """
 
 from __future__ import annotations
@@ -135,9 +148,42 @@ def load(path) -> dict:
     return data
 
 
-def _literal(value) -> str:
-    """A section as json_to_csv writes it: "" when falsy (null, ""), else ``str`` of it (NaN: "nan")."""
+# pandas.read_csv's default na_values (pandas >= 2.0, which added "None"): a cell equal to one of these is
+# read back as NaN, which ReXrank's metrics turn into the text "nan" (str of it). tests/test_ingest.py
+# checks the set against pandas itself.
+PANDAS_NA_STRINGS = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+                               "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
+
+
+def _cell(value) -> str:
+    """A JSON value as json_to_csv writes it into a CSV cell: null is an empty cell, anything else ``str``."""
+    return "" if value is None else str(value)
+
+
+def _read_back(cell: str) -> str:
+    """A CSV cell as pandas.read_csv hands it to ReXrank's metrics: "nan" for a default NA string."""
+    return "nan" if cell in PANDAS_NA_STRINGS else cell
+
+
+def _section(value) -> str:
+    """A section as json_to_csv writes it: "" when falsy (null, "", absent), else ``str`` of it (NaN: "nan")."""
     return str(value) if value else ""
+
+
+def _missing(value) -> bool:
+    """A value the literal mode must list when it shapes a pair: missing in radrank's sense, or a pandas NA."""
+    return is_missing(value) or (isinstance(value, str) and value in PANDAS_NA_STRINGS)
+
+
+def _form(entry: dict, field: str) -> str:
+    if field not in entry:
+        return f"{field} is absent"
+    value = entry[field]
+    if value is None:
+        return f"{field} is null"
+    if isinstance(value, float):
+        return f"{field} is NaN"
+    return f"{field} is {value[:40]!r}"
 
 
 def reference_for(entry: dict, split: str, missing_section: str = "drop") -> str:
@@ -146,20 +192,39 @@ def reference_for(entry: dict, split: str, missing_section: str = "drop") -> str
     # "Findings: The lungs" tokenise differently (61 of CheXpert-Plus's 62 findings have such
     # whitespace). Only the emptiness test looks at the stripped text (radrank.text.is_missing),
     # or, in the literal mode, at the value's truthiness as json_to_csv's does (module docstring).
-    text = _literal if missing_section == "literal" else clean
+    literal = missing_section == "literal"
+    text = _section if literal else clean
     findings = text(entry.get("section_findings"))
     if split == "findings":
-        return f"Findings: {findings}" if findings else ""
-    report = text(entry.get("report"))
-    if report:
-        return report
-    impression = text(entry.get("section_impression"))
-    parts = []
-    if findings:
-        parts.append(f"Findings: {findings}")
-    if impression:
-        parts.append(f"Impression: {impression}")
-    return " ".join(parts)
+        reference = f"Findings: {findings}" if findings else ""
+    else:
+        reference = text(entry.get("report"))
+        if not reference:
+            impression = text(entry.get("section_impression"))
+            parts = []
+            if findings:
+                parts.append(f"Findings: {findings}")
+            if impression:
+                parts.append(f"Impression: {impression}")
+            reference = " ".join(parts)
+    return _read_back(reference) if literal else reference
+
+
+def _literal_notes(entry: dict, split: str, reference: str, hypothesis: str | None) -> list:
+    """(reason, detail) for each text of a literal-mode record that a missing value made differ from the drop
+    mode's: listed in the drop file with action ``scored_literally``."""
+    notes = []
+    if reference != reference_for(entry, split):
+        fields = ["section_findings"] if split == "findings" else ["report"] * ("report" in entry) + (
+            [] if _section(entry.get("report")) else ["section_findings", "section_impression"])
+        forms = "; ".join(_form(entry, f) for f in fields if _missing(entry.get(f)))
+        notes.append(("missing_section_literal", f"{forms}: scored against the reference {reference[:80]!r}, as "
+                      "ReXrank's json_to_csv + pandas.read_csv give it (rexrank_missing_section: literal)"))
+    if hypothesis is not None and hypothesis != clean(entry.get("model_prediction")):
+        notes.append(("empty_hypothesis_literal", f"{_form(entry, 'model_prediction')}: scored as the prediction "
+                      f"{hypothesis[:80]!r}, as ReXrank's json_to_csv + pandas.read_csv give it "
+                      "(rexrank_missing_section: literal)"))
+    return notes
 
 
 def _surrogate(text: str) -> str | None:
@@ -216,17 +281,22 @@ def read(path, split: str, missing_section: str = "drop", *, predictions: bool =
             found = f"a number ({value!r})" if isinstance(value, (int, float)) and not isinstance(value, bool) \
                 else type(value).__name__
             raise InputError(path, f"must be text, found {found}", field=field, row=case_id)
-        records.append(
-            {
-                "sample_id": str(case_id),
-                "study_id": position,
-                "reference": reference_for(entry, split, missing_section),
-                "reference_field": reference_field(entry, split),
-                "hypothesis": clean(entry.get("model_prediction")),
-                "context": clean(entry.get("context")) or None,
-                "row": case_id,
-            }
-        )
+        record = {
+            "sample_id": str(case_id),
+            "study_id": position,
+            "reference": reference_for(entry, split, missing_section),
+            "reference_field": reference_field(entry, split),
+            "hypothesis": clean(entry.get("model_prediction")),
+            "context": clean(entry.get("context")) or None,
+            "row": case_id,
+        }
+        if missing_section == "literal":
+            # every case is scored as the pipeline scores it (pairs.build_pairs keeps it as it is)
+            hypothesis = _read_back(_cell(entry.get("model_prediction"))) if predictions else None
+            if predictions:
+                record["hypothesis"] = hypothesis
+            record.update(literal=True, notes=_literal_notes(entry, split, record["reference"], hypothesis))
+        records.append(record)
     return records
 
 
