@@ -760,3 +760,22 @@ def test_a_canonical_csv_and_a_ground_truth_naming_cases_differently_are_refused
                        f"{workdir / CSV_GT} of sheet {tmp_path / 'subs.tsv'}, row 1 (model 'careful') has a case_id "
                        "column, so its cases are named by case_id: no case could be found in the other. Give both "
                        "files a case_id column, or neither")
+
+
+@pytest.mark.workflow
+def test_snakemake_refuses_a_yaml_alias_bomb_in_its_configfile(workdir):
+    """W7 through the real run: Snakemake's own loading keeps aliases shared; radrank's check of the files it
+    loaded (rules/common.smk) refuses the bomb before the schema check would format it."""
+    config = workdir / "config/config.yaml"
+    original = config.read_text()
+    try:
+        config.write_text(original + "\n" + bomb())
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1"], cwd=workdir,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        config.write_text(original)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr + proc.stdout
+    line = next(x for x in proc.stderr.splitlines() if "alias bomb" in x)
+    assert line.startswith("radrank: config file config/config.yaml, line ")
+    assert "(alias *a7, standing for 111,111,111 values)" in line
