@@ -449,3 +449,67 @@ def test_vqa_with_extra_metrics(vqa_root):
     rows = ev.evaluate().set_index("label")
     assert rows.loc["overall", "bleu2"] == pytest.approx(ev.scores_["bleu2"].mean())
     assert math.isnan(rows.loc["closed", "bleu2"])
+
+
+# --- bad arguments: a ConfigError naming the argument, before any generation or scoring ----------------------
+def never_called(imgs, indications=None):
+    raise AssertionError("the generator ran although an argument was bad")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"max_chars": -5}, "max_chars must be None (no cut) or a whole number >= 1; got -5"),
+    ({"max_chars": 0}, "max_chars must be None (no cut) or a whole number >= 1; got 0"),
+    ({"max_samples": -1}, "max_samples must be None (every sample) or a whole number >= 1; got -1"),
+    ({"max_samples": 0}, "max_samples must be None (every sample) or a whole number >= 1; got 0"),
+    ({"n_bootstrap": -5}, "n_bootstrap must be a whole number >= 0 (0: the point estimate only); got -5"),
+    ({"level": 1.5}, "level must be a number strictly between 0 and 1 (e.g. 0.95); got 1.5"),
+    ({"level": float("nan")}, "level must be a number strictly between 0 and 1 (e.g. 0.95); got nan"),
+    ({"metrics": "bleu2"}, "metrics must be a list or tuple of metric names, e.g. ('bleu2',); got the string "
+                           "'bleu2', which would be read letter by letter"),
+    ({"metrics": ()}, f"metrics is empty: name at least one metric; known metrics: {metrics.names()}"),
+])
+def test_bad_arguments_are_refused_before_any_work(iu_root, arguments, message):
+    with pytest.raises(ConfigError) as info:
+        ReportGenerationEvaluator(never_called, dataset=("iu_xray", iu_root), image_format="path", **arguments)
+    assert str(info.value) == message
+
+
+def test_an_unknown_dataset_option_is_named(iu_root):
+    with pytest.raises(ConfigError) as info:
+        ReportGenerationEvaluator(never_called, dataset=("iu_xray", iu_root, {"bogus_option": 1}))
+    assert str(info.value).startswith("dataset iu_xray: unknown option(s) ['bogus_option']; iu_xray takes split, ")
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['bogus_option'\]"):
+        make_adapter("iu_xray", iu_root, bogus_option=1)
+    assert make_adapter(("iu_xray", iu_root, {"split": None})).name == "iu_xray"  # a real option still works
+
+
+def test_an_output_dir_that_is_a_file_is_refused(iu_root, tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    message = f"output_dir {afile} is a file, not a folder: the results are written into a folder"
+    with pytest.raises(ConfigError) as info:
+        ReportGenerationEvaluator(never_called, dataset=("iu_xray", iu_root), output_dir=afile)
+    assert str(info.value) == message
+    ev = ReportGenerationEvaluator(fake_generator, dataset=("iu_xray", iu_root), image_format="path",
+                                   metrics=("bleu2",))
+    df = ev.evaluate()
+    with pytest.raises(ConfigError) as info:
+        ev.save_results(df, afile)
+    assert str(info.value) == message
+
+
+def test_a_lone_surrogate_from_the_generator_is_named():
+    from radrank.backbones.base import check_outputs
+
+    with pytest.raises(ValueError) as info:
+        check_outputs(["fine", "bad \ud800 text"], 2)
+    assert str(info.value) == ("generator returned text holding a lone UTF-16 surrogate at [1] (first: \\ud800 at "
+                               "character 4): half of a surrogate pair is not text, and no file can store it; "
+                               "return whole characters (decode bytes with errors='replace')")
+
+
+def test_a_lone_surrogate_from_the_generator_fails_evaluate_with_that_message(iu_root):
+    ev = ReportGenerationEvaluator(lambda imgs, ind=None: ["\ud800"] * len(imgs), dataset=("iu_xray", iu_root),
+                                   image_format="path", metrics=("bleu2",))
+    with pytest.raises(ValueError, match="generator returned text holding a lone UTF-16 surrogate at \\[0"):
+        ev.evaluate()

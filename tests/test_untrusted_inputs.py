@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -473,3 +474,308 @@ def test_the_example_still_loads(workdir, tmp_path, monkeypatch):
     assert sorted(plan.models_sheet) == ["careful", "hasty", "template"]
     df = read_sheet(workdir / "config/submissions.tsv", SHEET_COLUMNS, SHEET_OPTIONAL)
     assert df.attrs["lines"] == [2, 3, 4, 5, 6, 7] and pd.api.types.is_object_dtype(df["model"])
+
+
+# --- issue 24, the rest of the 118-case run -----------------------------------------------------------------
+
+def test_a_small_file_is_read_under_a_capped_address_space(tmp_path):
+    """W6: a read asks for what the file holds, not for the 2 GiB size cap (a buffered read allocates what it is
+    asked for), so a process whose address space is capped (ulimit -v) reads a small sheet."""
+    path = tmp_path / "models.tsv"
+    path.write_text("model\tname\ncareful\tCareful\n")
+    code = ("import resource, sys\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))\n"
+            "from radrank.ingest.detect import read_regular\n"
+            "sys.stdout.write(read_regular(sys.argv[1]).decode())\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == path.read_text()
+
+
+def test_the_size_cap_still_refuses_a_big_sparse_file_and_chunks_add_up(tmp_path, monkeypatch):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(detect.MAX_FILE_BYTES + 1)  # sparse: no disk used
+    expected = (f"is {detect.MAX_FILE_BYTES + 1:,} bytes, over the limit of {detect.MAX_FILE_BYTES:,} bytes that "
+                "radrank reads (radrank.ingest.detect.MAX_FILE_BYTES)")
+    with pytest.raises(detect.FileProblem) as info:
+        detect.read_regular(big)
+    assert str(info.value) == expected
+    small = tmp_path / "small.json"
+    small.write_bytes(bytes(range(256)) * 40)
+    monkeypatch.setattr(detect, "READ_CHUNK", 7)
+    with open(small, "rb") as f:  # a stated size of 0 (a /proc-like file): chunk after chunk to the end
+        assert detect._read_at_most(f, 10**9, 1) == small.read_bytes()
+    with open(small, "rb") as f:  # never past the cap
+        assert detect._read_at_most(f, 100, 1) == small.read_bytes()[:100]
+
+
+def bomb(levels=9, width=10) -> str:
+    lines = ["lol:", f"  a0: &a0 [{', '.join(['x'] * width)}]"]
+    lines += [f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * width)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_yaml_alias_bomb_is_refused_when_the_config_is_read(tmp_path):
+    """W7: 9 levels of 10 aliases (10^9 leaves in under 1 kB) is refused from the node graph, before anything is
+    expanded; in a subprocess with a timeout, since the old code never returned."""
+    path = tmp_path / "config.yaml"
+    path.write_text("submissions: s.tsv\n" + bomb())
+    code = ("import sys\nfrom radrank.errors import ConfigError\nfrom radrank.workflow import check_config_files\n"
+            "try:\n    check_config_files([sys.argv[1]])\nexcept ConfigError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # an independent count: a_k is a list of 10 a_(k-1) (a_0: 10 scalars), each counted with its key; the root
+    # mapping, the two keys and the value of submissions, and lol's mapping
+    sizes = [11]
+    for _ in range(8):
+        sizes.append(1 + 10 * sizes[-1])
+    total = 1 + 3 + 1 + sum(1 + n for n in sizes)
+    assert proc.stdout.strip() == (
+        f"config file {path}, line 11 (alias *a7, standing for {sizes[7]:,} values) stands for {total:,} "
+        "values once its YAML aliases (*name) are written out, over the limit of 1,000,000 "
+        "(radrank.workflow.MAX_CONFIG_VALUES): an alias bomb (\"billion laughs\")? a config has hundreds of values")
+    path.write_text("submissions: s.tsv\nloop: &a [1, *a]\n")
+    with pytest.raises(ConfigError, match="holds a value that contains itself \\(a recursive YAML alias\\)"):
+        load_config_file(path)
+    path.write_text("submissions: s.tsv\n" + bomb(levels=3))  # 1,110 values: aliases as people use them
+    assert len(load_config_file(path)["lol"]["a2"]) == 10
+
+
+def test_validate_config_refuses_a_shared_structure_bomb_and_cuts_long_values():
+    """W7: the config Snakemake loaded (aliases shared, not copied) is measured before jsonschema formats it;
+    a schema error shows at most SHOWN_VALUE_CHARS of the offending value."""
+    leaves = ["x"] * 10
+    for _ in range(8):
+        leaves = [leaves] * 10
+    code = ("import sys\nfrom radrank.errors import ConfigError\nfrom radrank.workflow import validate_config\n"
+            "a = ['x'] * 10\nfor _ in range(8):\n    a = [a] * 10\n"
+            "try:\n    validate_config({'submissions': 's.tsv', 'lol': a})\nexcept ConfigError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("config stands for 1,111,111,11")
+    assert "alias bomb" in proc.stdout
+    with pytest.raises(ConfigError) as info:
+        validate_config({"submissions": ["report " * 10] * 2000})
+    message = str(info.value)
+    assert message.startswith("config is invalid at ['submissions']: ['report report")
+    assert message.endswith("more characters)") and len(message) < 420
+
+
+def numeric_keys(spec, trail=()):
+    """Every path to a number or integer of the config schema (lists: item 0; free-form mappings: key 'k')."""
+    types = spec.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "number" in types or "integer" in types:
+        yield trail
+    for key, sub in (spec.get("properties") or {}).items():
+        yield from numeric_keys(sub, (*trail, key))
+    if isinstance(spec.get("additionalProperties"), dict):
+        yield from numeric_keys(spec["additionalProperties"], (*trail, "k"))
+    if isinstance(spec.get("items"), dict):
+        yield from numeric_keys(spec["items"], (*trail, 0))
+
+
+def nested(trail, value):
+    for key in reversed(trail):
+        value = [value] if key == 0 else {key: value}
+    return value
+
+
+def shown_key(trail) -> str:
+    out = ""
+    for key in trail:
+        out += "[0]" if key == 0 else (f".{key}" if out else key)
+    return out
+
+
+SCHEMA_NUMBERS = list(numeric_keys(yaml.safe_load((Path(__file__).parents[1] / "schemas/config.schema.yaml")
+                                                  .read_text())))
+
+
+@pytest.mark.parametrize("trail", SCHEMA_NUMBERS, ids=shown_key)
+@pytest.mark.parametrize("value", [".nan", ".inf", "-.inf"])
+def test_nan_and_infinity_are_refused_for_every_number_of_the_schema(tmp_path, trail, value):
+    """W8: JSON Schema's bounds are comparisons, all false for NaN: every numeric key refuses NaN and ±infinity
+    when the config is read, naming the key."""
+    path = tmp_path / "config.yaml"
+    config = {"submissions": "s.tsv"}
+    config.update(nested(trail, "VALUE"))
+    path.write_text(yaml.safe_dump(config).replace("VALUE", value))
+    with pytest.raises(ConfigError) as info:
+        read_config([path])
+    shown = {".nan": "nan", ".inf": "inf", "-.inf": "-inf"}[value]
+    assert str(info.value) == (f"config {path}: key {shown_key(trail)!r} is {shown}; a number in the config must be "
+                               "finite (NaN and infinity pass every bound of the schema)")
+
+
+def test_the_schema_walk_finds_the_keys_of_the_run():
+    found = {shown_key(t) for t in SCHEMA_NUMBERS}
+    assert {"bootstrap.level", "leaderboard.min_coverage", "bootstrap.n", "metaeval.level"} <= found
+    with pytest.raises(ConfigError, match="key 'mrscore_training.tiers\\[0\\]\\[1\\]' is nan"):
+        validate_config({"submissions": "s.tsv", "mrscore_training": {"tiers": [[0, float("nan")]]}})
+
+
+def test_an_mrscore_run_name_with_a_trailing_newline_is_refused(workdir, tmp_path, monkeypatch):
+    """Item 8: names are checked with fullmatch (re's $ matches before a final newline)."""
+    message = plan_error(workdir, tmp_path, monkeypatch,
+                         mrscore_training={"name": "x\n", "demo_models": True, "references": [{"dataset": "demo_cxr"}]})
+    assert message == "config mrscore_training.name: 'x\\n' must be letters, digits, _ . + - only"
+    from radrank.metaeval import sets_from_config
+
+    with pytest.raises(ConfigError, match="name 'u\\\\n' must be letters"):
+        sets_from_config({"metaeval": {"user": [{"name": "u\n", "path": "r.csv", "raters": ["a"]}]}})
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{nope} {reference.__class__}", "{nope} is an unknown field"),
+    ("{reference.__class__} {hypothesis}", "{reference.__class__} is an attribute or index of a field"),
+    ("{reference[0]} {hypothesis}", "{reference[0]} is an attribute or index of a field"),
+    ("{} {hypothesis}", "{} is a positional field {}"),
+])
+def test_an_mrscore_prompt_template_naming_other_fields_is_refused_at_load(workdir, tmp_path, monkeypatch,
+                                                                          template, message):
+    found = plan_error(workdir, tmp_path, monkeypatch,
+                       mrscore_training={"name": "m", "demo_models": True, "references": [{"dataset": "demo_cxr"}],
+                                         "prompt": {"prompt_template": template}})
+    assert found == (f"config mrscore_training.prompt.prompt_template: {message}; a template names only "
+                     "{reference}, {hypothesis}, plainly (write a literal brace as {{ or }})")
+
+
+def test_a_sheet_with_carriage_return_line_endings_is_read(tmp_path):
+    """Item 7: a lone \\r ends a line (old Mac files, some exports), as \\n and \\r\\n do."""
+    rows = [["careful", "demo_cxr", "a.json", "", ""], ["hasty", "demo_cxr", "b.json", "", ""]]
+    text = SHEET_HEADER + "".join("\t".join(r) + "\n" for r in rows)
+    path = tmp_path / "s_cr.tsv"
+    path.write_bytes(text.replace("\n", "\r").encode())
+    df = read_sheet(path, SHEET_COLUMNS, SHEET_OPTIONAL)
+    assert df["model"].tolist() == ["careful", "hasty"] and df["path"].tolist() == ["a.json", "b.json"]
+    assert df.attrs["lines"] == [2, 3]
+    models = tmp_path / "models.tsv"
+    models.write_bytes(b"model\tname\r\rcareful\tCareful\rhasty\tHasty\r")
+    assert {m: r["name"] for m, r in read_models_sheet(models).items()} == {"careful": "Careful", "hasty": "Hasty"}
+
+
+def test_a_submission_inside_the_runs_results_is_refused_at_load(workdir, tmp_path, monkeypatch):
+    """Item 9: a leaderboard CSV as a submission would make the run depend on itself."""
+    board = workdir / "results/leaderboard/demo_clinic_findings.csv"
+    board.parent.mkdir(parents=True, exist_ok=True)
+    board.write_text("study_id,report\n0,x\n")
+    try:
+        sheet = sheet_file(tmp_path, ["careful", "demo_clinic", str(board), str(workdir / CSV_GT), "findings"])
+        message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
+        assert message == (f"sheet {sheet}, row 1: path {board} is inside results/, this workflow's own outputs: a "
+                           "run's output as its input would make the run depend on itself; copy the file out of "
+                           "results/ first")
+        sheet = sheet_file(tmp_path, ["careful", "demo_clinic", str(workdir / CSV_SUB), str(board), "findings"])
+        assert plan_error(workdir, tmp_path, monkeypatch, submissions=sheet).startswith(
+            f"sheet {sheet}, row 1: reference_path {board} is inside results/")
+    finally:
+        board.unlink()
+
+
+def test_a_file_under_proc_is_refused_and_a_header_is_shown_cut(workdir, tmp_path, monkeypatch):
+    """Item 10: a link to /proc/self/environ is a "regular file of size 0" holding the process environment:
+    refused at load; and a "columns:" message shows at most 200 characters of a header."""
+    if not os.path.exists("/proc/self/environ"):
+        pytest.skip("no /proc")
+    link = tmp_path / "env.csv"
+    link.symlink_to("/proc/self/environ")
+    message = plan_error(workdir, tmp_path, monkeypatch, references={"files": {"demo_clinic": str(link)}})
+    real = os.path.realpath(link)
+    assert message == (f"config 'references.files.demo_clinic': {link} is under /proc (it resolves to {real}), a "
+                       "kernel or device file, not data: radrank reads no file under /proc, /sys, /dev; copy the "
+                       "data to a file")
+    error = input_error(ingest_submission, link, "findings")
+    assert "is under /proc" in str(error)
+    wide = tmp_path / "wide.csv"
+    wide.write_text(",".join(f"column_{i}" for i in range(1000)) + "\n" + ",".join(["x"] * 1000) + "\n")
+    error = input_error(ingest_submission, wide, "findings", reference_path=wide)
+    shown = str(error).split("(columns: ", 1)[1]
+    header = ", ".join(f"column_{i}" for i in range(1000))
+    assert shown == f"{header[:200]}… ({len(header) - 200:,} more characters))"
+
+
+@pytest.mark.parametrize("encoding, name", [("utf-16", "UTF-16"), ("utf-32", "UTF-32")])
+def test_a_utf16_or_utf32_file_is_named_as_such(tmp_path, encoding, name):
+    """Item 11: a BOM of UTF-16 or UTF-32 says what the file is."""
+    pred = tmp_path / "pred.csv"
+    pred.write_bytes("study_id,report\n0,The lungs are clear.\n".encode(encoding))
+    error = input_error(ingest_submission, pred, "findings", reference_path=pred)
+    byte_order = "LE" if pred.read_bytes()[:1] == b"\xff" else "BE"
+    assert str(error) == (f"file {pred}: is not valid UTF-8: byte 0x{pred.read_bytes()[0]:02x} at offset 0 (line 1) "
+                          f"(it starts with a {name} {byte_order} byte-order mark: the file is {name}); re-encode "
+                          "the file as UTF-8")
+    sheet = tmp_path / "s.tsv"
+    sheet.write_bytes(SHEET_HEADER.encode(encoding))
+    with pytest.raises(ConfigError, match=f"byte-order mark: the file is {name}\\); re-encode it as UTF-8"):
+        read_sheet(sheet, SHEET_COLUMNS)
+    config = tmp_path / "config.yaml"
+    config.write_bytes("submissions: s.tsv\n".encode(encoding))
+    with pytest.raises(ConfigError, match=f"\\(it starts with a {name} {byte_order} byte-order mark"):
+        load_config_file(config)
+
+
+def canonical_error(workdir, tmp_path, monkeypatch, dataset, canonical, rows) -> str:
+    sheet = sheet_file(tmp_path, *rows)
+    return plan_error(workdir, tmp_path, monkeypatch, submissions=sheet,
+                      references={"files": {dataset: str(canonical)}})
+
+
+def test_a_canonical_file_of_another_format_than_the_submissions_is_refused_at_load(workdir, tmp_path,
+                                                                                     monkeypatch):
+    """W9: a ReXrank JSON's findings reference is "Findings: " + section_findings, a CSV's or parquet file's
+    goes through the section parser: the two can never match, so every case would be blamed on the submission."""
+    sheet_json = ["careful", "demo_cxr", str(workdir / JSON_SUB), "", ""]
+    message = canonical_error(workdir, tmp_path, monkeypatch, "demo_cxr", workdir / CSV_GT, [sheet_json])
+    rules = ("these formats cannot be compared — a ReXrank JSON's findings reference is 'Findings: ' + "
+             "section_findings (ReXrank's rule), a CSV's or parquet file's goes through the section parser, so "
+             "every case would differ. A ReXrank JSON canonical file serves ReXrank JSON submissions, a "
+             "ground-truth CSV serves CSV and parquet submissions: name a canonical file of the submissions' format")
+    sheet = str(tmp_path / "subs.tsv")
+    assert message == (f"config 'references.files.demo_cxr': the canonical file {workdir / CSV_GT} is a ground-truth "
+                       f"CSV and the submission {workdir / JSON_SUB} of sheet {sheet}, row 1 (model 'careful') is a "
+                       f"ReXrank JSON: {rules}")
+    parquet = write_parquet(tmp_path / "h1.parquet", {"sample_id": ["a"], "reference": ["Findings: x"],
+                                                      "hypothesis": ["x"]})
+    message = canonical_error(workdir, tmp_path, monkeypatch, "demo_cxr", workdir / "example/demo_cxr/ground_truth.json",
+                              [["h1", "demo_cxr", str(parquet), "", ""]])
+    assert message == (f"config 'references.files.demo_cxr': the canonical file "
+                       f"{workdir / 'example/demo_cxr/ground_truth.json'} is a ReXrank JSON and the submission "
+                       f"{parquet} of sheet {sheet}, row 1 (model 'h1') is parquet pairs: {rules}")
+    monkeypatch.chdir(workdir)  # a parquet submission with a CSV canonical file can match: accepted
+    sheet = sheet_file(tmp_path, ["h1", "demo_clinic", str(parquet), "", ""])
+    assert plan_of(workdir, tmp_path, submissions=sheet).canonical_references["demo_clinic"] == CSV_GT
+
+
+def test_a_canonical_csv_and_a_ground_truth_naming_cases_differently_are_refused_at_load(workdir, tmp_path,
+                                                                                        monkeypatch):
+    """W9: a CSV names its cases by case_id when its ground truth has that column, else by study_id."""
+    canonical = tmp_path / "canon.csv"
+    canonical.write_text("study_id,report\n0,FINDINGS: Clear.\n")
+    row = ["careful", "demo_clinic", str(workdir / CSV_SUB), str(workdir / CSV_GT), "findings"]
+    message = canonical_error(workdir, tmp_path, monkeypatch, "demo_clinic", canonical, [row])
+    assert message == (f"config 'references.files.demo_clinic': the canonical file {canonical} has no case_id "
+                       "column, so its cases are named by study_id, while the ground truth "
+                       f"{workdir / CSV_GT} of sheet {tmp_path / 'subs.tsv'}, row 1 (model 'careful') has a case_id "
+                       "column, so its cases are named by case_id: no case could be found in the other. Give both "
+                       "files a case_id column, or neither")
+
+
+@pytest.mark.workflow
+def test_snakemake_refuses_a_yaml_alias_bomb_in_its_configfile(workdir):
+    """W7 through the real run: Snakemake's own loading keeps aliases shared; radrank's check of the files it
+    loaded (rules/common.smk) refuses the bomb before the schema check would format it."""
+    config = workdir / "config/config.yaml"
+    original = config.read_text()
+    try:
+        config.write_text(original + "\n" + bomb())
+        proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1"], cwd=workdir,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        config.write_text(original)
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr + proc.stdout
+    line = next(x for x in proc.stderr.splitlines() if "alias bomb" in x)
+    assert line.startswith("radrank: config file config/config.yaml, line ")
+    assert "(alias *a7, standing for 111,111,111 values)" in line

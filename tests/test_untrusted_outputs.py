@@ -314,7 +314,7 @@ def test_openai_generator_refuses_a_url_it_cannot_send(endpoint_env):
 
 # --- item 11: the report shows hostile texts as text ---------------------------------------------------------
 
-EVIL_NAMES = ['<img src=x onerror=alert(1)>\x00Evil\x1b[31m\x07', "[click me](javascript:alert(1))",
+EVIL_NAMES = ['<img src=x onerror=alert(1)>\x00Evil\x1b[31m\x07', "[click me](javascript:alert(1)) \u202eevil\u2066x\u200f",
               '=HYPERLINK("http://evil.example","x")']
 EVIL_URLS = ["javascript:alert(document.cookie)", "https://example.org/ok (1)", "data:text/html,<script>x</script>"]
 CONTROLS = ("\x00", "\x1b", "\x07")
@@ -375,6 +375,24 @@ def test_report_files_hold_no_control_character(hostile_report):
         assert not re.search(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", data), path
     html = (out / "report.html").read_text()
     assert "\u2400Evil\u241b[31m\u2407" in html  # shown, as symbols: NUL, ESC, BEL
+
+
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def test_report_files_hold_no_bidi_control(hostile_report):
+    """A right-to-left override in a display name would reverse the rest of its cell (or line) in a viewer:
+    every bidi control is shown as its escape, in every page and in report.md."""
+    out, _ = hostile_report
+    files = [out / "report.md", *_pages(out)]
+    for path in files:
+        text = path.read_text()
+        assert not any(c in text for c in BIDI_CONTROLS), path
+    assert "\\u202eevil\\u2066x\\u200f" in (out / "report.html").read_text()  # shown, as its escape
+    assert "\\\\u202eevil" in (out / "report.md").read_text()  # Markdown: the backslash escaped, shown as \u202e
+    from radrank.report.page import visible
+
+    assert visible(BIDI_CONTROLS) == "".join(f"\\u{ord(c):04x}" for c in BIDI_CONTROLS)
 
 
 def test_report_markdown_has_no_html_and_links_only_to_http(hostile_report):

@@ -83,9 +83,9 @@ class _GenerativeEvaluator:
                  metric_settings: dict | None = None, name: str | None = None):
         from radrank.datasets import make_adapter
 
-        self.metrics = tuple(metrics if metrics is not None else self.default_metrics)
-        for m in self.metrics:
-            metrics_get(m)
+        self.metrics = metric_names(metrics if metrics is not None else self.default_metrics)
+        check_arguments(n_bootstrap=n_bootstrap, level=level, max_chars=max_chars, max_samples=max_samples,
+                        output_dir=output_dir)
         self.adapter = make_adapter(dataset)
         if self.adapter.task != self.task:
             raise ConfigError(f"dataset {self.adapter.name} is a {self.adapter.task} dataset; "
@@ -175,12 +175,52 @@ class _GenerativeEvaluator:
         if self.bootstrap_ is None:
             raise RuntimeError("call evaluate() before save_results()")
         out = Path(out)
+        check_arguments(output_dir=out)
         out.mkdir(parents=True, exist_ok=True)
         summary = self.bootstrap_.summary.drop(columns=["model"])
         summaries.write_model_files(results=df, summary=summary, generations=self._generations(), drops=self.drops_,
                                out_results=out / "results.csv", out_summary=out / "results_summary.csv",
                                out_generations=out / "generations.csv", out_drops=out / "drops.csv")
         return str(out)
+
+
+def metric_names(names) -> tuple:
+    """The ``metrics`` argument as a tuple of known metric names, or a ConfigError: a string would be read letter
+    by letter (``'bleu2'`` as b, l, e, …), and no metric would return no rows."""
+    if isinstance(names, str):
+        raise ConfigError(f"metrics must be a list or tuple of metric names, e.g. ({names!r},); got the string "
+                          f"{names!r}, which would be read letter by letter")
+    names = tuple(names)
+    if not names:
+        raise ConfigError(f"metrics is empty: name at least one metric; known metrics: {metrics.names()}")
+    for m in names:
+        metrics_get(m)
+    return names
+
+
+def _whole(value) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_arguments(*, n_bootstrap=0, level=0.95, max_chars=None, max_samples=None, output_dir=None) -> None:
+    """The evaluators' numeric and folder arguments, checked before any generation or scoring: a ConfigError
+    naming the argument (``max_chars=-5`` would cut the last five characters of every text, ``level=nan`` and
+    ``n_bootstrap=-5`` would fail in numpy after all the work, an output_dir that is a file at the end)."""
+    import math
+    import numbers
+
+    if not _whole(n_bootstrap) or n_bootstrap < 0:
+        raise ConfigError(f"n_bootstrap must be a whole number >= 0 (0: the point estimate only); got {n_bootstrap!r}")
+    if not isinstance(level, numbers.Real) or isinstance(level, bool) or not math.isfinite(level) \
+            or not 0 < level < 1:
+        raise ConfigError(f"level must be a number strictly between 0 and 1 (e.g. 0.95); got {level!r}")
+    for name, value, none in (("max_chars", max_chars, "no cut"), ("max_samples", max_samples, "every sample")):
+        if value is not None and (not _whole(value) or value < 1):
+            raise ConfigError(f"{name} must be None ({none}) or a whole number >= 1; got {value!r}")
+    if output_dir is not None and Path(output_dir).exists() and not Path(output_dir).is_dir():
+        raise ConfigError(f"output_dir {output_dir} is a file, not a folder: the results are written into a folder")
 
 
 def metrics_get(name):

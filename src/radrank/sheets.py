@@ -1,6 +1,6 @@
 """Sheets people write: the submissions sheet and the models sheet (TSV or CSV), read strictly.
 
-Blank lines and ``#`` comments are skipped; a row with more cells than the header (a stray tab or
+Lines end at ``\n``, ``\r\n`` or a lone ``\r``; blank lines and ``#`` comments are skipped; a row with more cells than the header (a stray tab or
 comma) is an error naming the row, its line and the extra cells. Each line is one row: a quote that
 opens a cell and is not closed on the same line (a cell spanning lines, a quoted newline) is an error
 naming the line, never a cell that swallows the next line. A column named twice in the header is an
@@ -77,7 +77,7 @@ MODEL_COLUMNS = ("model", "name", "date", "institution", "url")
 
 
 def _sheet_text(path: Path) -> str:
-    from radrank.ingest.detect import FileProblem, read_regular
+    from radrank.ingest.detect import FileProblem, bom_hint, read_regular
 
     try:
         data = read_regular(path)
@@ -88,7 +88,7 @@ def _sheet_text(path: Path) -> str:
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         raise ConfigError(f"sheet {path} cannot be read: it is not valid UTF-8 (byte 0x{data[e.start]:02x} on "
-                          f"line {line}); re-encode it as UTF-8") from None
+                          f"line {line}){bom_hint(data)}; re-encode it as UTF-8") from None
 
 
 def _split_line(path, line: str, sep: str, where: str, header: list | None) -> list[str]:
@@ -120,7 +120,8 @@ def _read_rows(path, required, optional=()) -> tuple[list[str], list[tuple[int, 
     path = Path(path)
     sep = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     text = _sheet_text(path)
-    lines = [(n, line.rstrip("\r")) for n, line in enumerate(text.split("\n"), start=1)
+    # a line ends at \n, \r\n or a lone \r (old Mac files, some spreadsheet exports)
+    lines = [(n, line) for n, line in enumerate(re.split(r"\r\n?|\n", text), start=1)
              if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
         raise ConfigError(f"sheet {path} is empty: it needs a header line {list(required)}")

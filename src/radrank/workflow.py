@@ -38,6 +38,7 @@ from radrank.errors import ConfigError, InputError, MissingWeightsError
 from radrank.sheets import (NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, name_problem, read_models_sheet, read_sheet,
                             resolve_sheet_path, shown_sheet_path)
 
+RESULTS = "results"  # every output of the workflow is under it
 GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
 GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
 DEFAULT_GENERATION_BATCH = 8
@@ -213,7 +214,8 @@ class Plan:
                         for col, cell in cells.items()})
             for col in ("path", "reference_path"):
                 # a regular file only: a FIFO or a device would block or never end when it is hashed or read
-                problem = row[col] and file_problem(self.base_dir / row[col])
+                problem = row[col] and (file_problem(self.base_dir / row[col])
+                                        or self._output_problem(row[col]))
                 if problem:
                     shown = shown_sheet_path(cells[col], row[col], self.base_dir)
                     raise ConfigError(f"{where}: {col} {shown} {problem.removeprefix('file ')}")
@@ -231,6 +233,17 @@ class Plan:
                     raise ConfigError(f"{where}: split(s) {bad} are not among config 'splits' {list(splits)}")
             self._add(Submission(row["model"], row["dataset"], row["path"], row["reference_path"], row_splits, i),
                       where)
+
+    def _output_problem(self, path) -> str | None:
+        """Why a file people name is refused as an input although readable: it lies in this run's own outputs
+        (a leaderboard CSV as a submission would make the run depend on itself; Snakemake reports a cyclic
+        dependency and plans anyway)."""
+        results = os.path.realpath(self.base_dir / RESULTS)
+        real = os.path.realpath(self.base_dir / path)
+        if real == results or real.startswith(results + os.sep):
+            return (f"is inside {RESULTS}/, this workflow's own outputs: a run's output as its input would make "
+                    "the run depend on itself; copy the file out of results/ first")
+        return None
 
     def _read_models_sheet(self) -> dict | None:
         """config ``models``, read and checked when the workflow loads (a missing sheet, a stray quote or a model
@@ -258,7 +271,7 @@ class Plan:
                                  f"{files.pop(dataset)}; a misspelt name checks nothing")
         for dataset, path in files.items():
             where = f"config 'references.files.{dataset}'"
-            problem = file_problem(self.base_dir / path)
+            problem = file_problem(self.base_dir / path) or self._output_problem(path)
             if problem:
                 raise ConfigError(f"{where}: {path} {problem.removeprefix('file ')}")
             try:
@@ -268,7 +281,47 @@ class Plan:
             if fmt not in ("rexrank_json", "csv"):
                 raise ConfigError(f"{where}: {path} is {fmt}; a dataset's references are a ReXrank JSON or a "
                                   "ground-truth CSV (study_id, report[, case_id])")
+            self._check_comparable(dataset, path, fmt, where)
         return files
+
+    def _check_comparable(self, dataset: str, canonical: str, fmt: str, where: str) -> None:
+        """A canonical file and a sheet submission of its dataset whose references or case ids are built by
+        different rules can never match: every case would be blamed on the submission, so it is said here, once.
+        A ReXrank JSON's findings reference is "Findings: " + section_findings (ReXrank's rule), a CSV's or a
+        parquet file's reference goes through the section parser; a CSV names its cases by case_id when its
+        ground truth has that column, else by study_id."""
+        from radrank.ingest.detect import sniff_format
+        from radrank.ingest.tables import csv_header
+
+        subs = sorted((s for s in self.submissions.values() if s.dataset == dataset and s.generation is None),
+                      key=lambda s: s.sheet_row)
+        rules = ("A ReXrank JSON canonical file serves ReXrank JSON submissions, a ground-truth CSV serves CSV "
+                 "and parquet submissions")
+        header = csv_header(self.base_dir / canonical) if fmt == "csv" else None
+        for sub in subs:
+            row = f"sheet {self.config['submissions']}, row {sub.sheet_row} (model {sub.model!r})"
+            try:
+                sub_fmt = sniff_format(self.base_dir / sub.path)
+            except InputError:
+                continue  # its ingest job names what is wrong with it
+            if (fmt == "rexrank_json") != (sub_fmt == "rexrank_json"):
+                kinds = {"rexrank_json": "a ReXrank JSON", "csv": "a ground-truth CSV", "parquet": "parquet pairs"}
+                raise ConfigError(
+                    f"{where}: the canonical file {canonical} is {kinds[fmt]} and the submission {sub.path} of "
+                    f"{row} is {kinds[sub_fmt].replace('ground-truth ', '')}: these formats cannot be compared — "
+                    "a ReXrank JSON's findings reference is 'Findings: ' + section_findings (ReXrank's rule), a "
+                    "CSV's or parquet file's goes through the section parser, so every case would differ. "
+                    f"{rules}: name a canonical file of the submissions' format")
+            if fmt == "csv" and sub_fmt == "csv" and sub.reference_path:
+                ours, theirs = header, csv_header(self.base_dir / sub.reference_path)
+                if ours is None or theirs is None or ("case_id" in ours) == ("case_id" in theirs):
+                    continue
+                named = {True: "has a case_id column, so its cases are named by case_id",
+                         False: "has no case_id column, so its cases are named by study_id"}
+                raise ConfigError(
+                    f"{where}: the canonical file {canonical} {named['case_id' in ours]}, while the ground truth "
+                    f"{sub.reference_path} of {row} {named['case_id' in theirs]}: no case could be found in the "
+                    "other. Give both files a case_id column, or neither")
 
     def check_ranking(self):
         """config ``leaderboard``'s rank leaves, checked when the workflow loads (:meth:`load`): each names a leaf of
@@ -657,15 +710,91 @@ def validate_config(config: dict, source: str = "config") -> dict:
     where the schema wants an integer (``n: 1.0e+3``, which JSON Schema counts as an integer) becomes an int."""
     from snakemake.utils import validate
 
+    # before the schema: jsonschema formats the whole offending value into its error (an alias bomb would hang
+    # there), and NaN passes every minimum and maximum
+    size = expanded_size(config, _value_children)
+    if size is None or size > MAX_CONFIG_VALUES:
+        raise ConfigError(f"{source} {_too_big(size)}")
+    _check_finite(config, source)
     try:
         validate(config, str(SCHEMA))
     except Exception as e:  # snakemake's WorkflowError carries jsonschema's message and where it failed
         lines = str(e).splitlines()
         what = next((x.split(": ", 1)[1] for x in lines if x.startswith("ValidationError: ")), lines[0])
         at = next((x.rstrip(":").split("instance", 1)[1] for x in lines if x.startswith("On instance")), "")
-        raise ConfigError(f"{source} is invalid{' at ' + at if at else ''}: {what}") from None
+        raise ConfigError(f"{source} is invalid{' at ' + at if at else ''}: {_cut(what)}") from None
     _integers(config, _schema())
     return config
+
+
+MAX_CONFIG_VALUES = 1_000_000  # values of a config once its YAML aliases are written out (a config has hundreds)
+SHOWN_VALUE_CHARS = 300  # of a schema error's message (it holds the offending value's repr)
+
+
+def _cut(text: str) -> str:
+    if len(text) <= SHOWN_VALUE_CHARS:
+        return text
+    return f"{text[:SHOWN_VALUE_CHARS]}… ({len(text) - SHOWN_VALUE_CHARS:,} more characters)"
+
+
+def expanded_size(root, children) -> int | None:
+    """How many values ``root`` stands for with every shared value counted each time it appears (a YAML alias
+    written out), without writing anything out: each distinct value is visited once. None when a value contains
+    itself (a recursive alias). ``children(value)``: the values directly inside it."""
+    sizes: dict = {}
+    active: set = set()  # on the current path from root
+    stack = [(root, False)]
+    while stack:
+        value, done = stack.pop()
+        key = id(value)
+        if done:
+            active.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children(value))
+        elif key not in sizes:
+            if key in active:
+                return None
+            active.add(key)
+            stack.append((value, True))
+            stack.extend((c, False) for c in children(value) if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _value_children(value):
+    if isinstance(value, dict):
+        return [*value.keys(), *value.values()]
+    return value if isinstance(value, (list, tuple)) else ()
+
+
+def _node_children(node):
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return node.value if isinstance(node, yaml.SequenceNode) else ()
+
+
+def _too_big(size: int | None) -> str:
+    if size is None:
+        return "holds a value that contains itself (a recursive YAML alias); write the values out"
+    return (f"stands for {size:,} values once its YAML aliases (*name) are written out, over the limit of "
+            f"{MAX_CONFIG_VALUES:,} (radrank.workflow.MAX_CONFIG_VALUES): an alias bomb (\"billion laughs\")? "
+            "a config has hundreds of values")
+
+
+def _check_finite(value, source: str, trail: str = "") -> None:
+    """A ConfigError naming the key of the first NaN or infinity in the config (YAML ``.nan``, ``.inf``; JSON
+    ``NaN``): JSON Schema's bounds are comparisons, all false for NaN, so ``level: .nan`` would pass them."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{source}: key {trail or '(the whole config)'!r} is {value}; a number in the config must "
+                          "be finite (NaN and infinity pass every bound of the schema)")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, source, f"{trail}.{key}" if trail else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_finite(item, source, f"{trail}[{i}]")
 
 
 @functools.lru_cache(maxsize=1)
@@ -698,12 +827,14 @@ def _integers(value, spec: dict):
 def load_config_file(path) -> dict:
     """One config file (YAML, or JSON as Snakemake also reads it) as a dict, read strictly: a key written twice in
     one mapping is a ConfigError naming the file, both lines and the key's path (a YAML loader keeps the last
-    copy without a word, so one of two settings would be ignored); so is a file that is not a mapping."""
+    copy without a word, so one of two settings would be ignored); so is a file that is not a mapping, and a YAML
+    file whose aliases expand to more than :data:`MAX_CONFIG_VALUES` values (an alias bomb, refused from the
+    composed node graph before anything is expanded) or that holds a recursive alias."""
     import json
 
     import yaml
 
-    from radrank.ingest.detect import FileProblem, read_regular
+    from radrank.ingest.detect import FileProblem, bom_hint, read_regular
 
     try:
         data = read_regular(path)
@@ -713,8 +844,8 @@ def load_config_file(path) -> dict:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[:e.start].count(b"\n") + 1
-        raise ConfigError(f"config file {path} is not valid UTF-8 (byte 0x{data[e.start]:02x} on line {line})") \
-            from None
+        raise ConfigError(f"config file {path} is not valid UTF-8 (byte 0x{data[e.start]:02x} on line {line})"
+                          f"{bom_hint(data)}") from None
     try:
         config = json.loads(text, object_pairs_hook=_json_pairs(path))
     except ValueError:  # not JSON: YAML (JSON's own duplicate keys raise a ConfigError, not a ValueError)
@@ -749,8 +880,24 @@ def _strict_loader(path):
     import yaml
 
     class StrictLoader(yaml.SafeLoader):
+        def __init__(self, stream):
+            super().__init__(stream)
+            self._radrank_aliases: dict = {}  # anchor -> (line of its first alias, its node)
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):  # where each alias is, for the message of an alias bomb
+                event = self.peek_event()
+                if event.anchor in self.anchors:
+                    self._radrank_aliases.setdefault(event.anchor, (event.start_mark.line + 1,
+                                                                    self.anchors[event.anchor]))
+            return super().compose_node(parent, index)
+
         def construct_document(self, node):
             self._radrank_root = node  # where _key_path starts
+            # the node graph shares an alias's node, so this counts the expanded values without expanding them
+            size = expanded_size(node, _node_children)
+            if size is None or size > MAX_CONFIG_VALUES:
+                raise ConfigError(f"config file {path}{_biggest_alias(self, size)} {_too_big(size)}")
             return super().construct_document(node)
 
     def construct_mapping(loader, node, deep=False):
@@ -773,6 +920,16 @@ def _strict_loader(path):
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
     return StrictLoader
+
+
+def _biggest_alias(loader, size) -> str:
+    """", line N (alias *a8, standing for M values)" for the alias that stands for the most values."""
+    sized = [(expanded_size(node, _node_children) or 0, line, anchor)
+             for anchor, (line, node) in loader._radrank_aliases.items()]
+    if not sized or size is None:
+        return ""
+    count, line, anchor = max(sized)
+    return f", line {line} (alias *{anchor}, standing for {count:,} values)"
 
 
 def _key_path(loader, node, key) -> str:

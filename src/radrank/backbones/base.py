@@ -440,7 +440,22 @@ def check_outputs(outputs, n: int, who: str = "generator") -> list[str]:
     if bad:
         raise TypeError(f"{who} returned non-string output(s) at {bad[:5]} "
                         f"(first: {type(outputs[bad[0]]).__name__})")
+    bad = [i for i, o in enumerate(outputs) if not _encodable(o)]
+    if bad:  # half of a surrogate pair is not text: no parquet or CSV file can store it
+        first = next(c for c in outputs[bad[0]] if "\ud800" <= c <= "\udfff")
+        raise ValueError(f"{who} returned text holding a lone UTF-16 surrogate at {bad[:5]} (first: "
+                         f"\\u{ord(first):04x} at character {outputs[bad[0]].index(first)}): half of a surrogate "
+                         "pair is not text, and no file can store it; return whole characters (decode bytes "
+                         "with errors='replace')")
     return outputs
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _signature(fn):

@@ -41,13 +41,35 @@ def make_adapter(dataset, root=None, **options) -> DatasetAdapter:
         if not 2 <= len(dataset) <= 3:
             raise TypeError("a dataset tuple is (name, root) or (name, root, options)")
         name, root, *rest = dataset
+        if rest and not isinstance(rest[0], dict):
+            raise TypeError(f"a dataset tuple's options are a dict of option names to values, not "
+                            f"{type(rest[0]).__name__}")
         options = {**(rest[0] if rest else {}), **options}
-        return adapter_class(name)(root, **options)
+        return _build(name, root, options)
     if isinstance(dataset, str):
         if root is None:
             raise TypeError(f"dataset {dataset!r} needs a root folder")
-        return adapter_class(dataset)(root, **options)
+        return _build(dataset, root, options)
     raise TypeError(f"dataset must be an adapter, a (name, root) pair or a name; got {type(dataset).__name__}")
+
+
+def _build(name: str, root, options: dict) -> DatasetAdapter:
+    """The adapter ``name`` over ``root``; an option its class does not take is a ConfigError naming it and the
+    options it does take (not Python's "unexpected keyword argument")."""
+    import inspect
+
+    from radrank.errors import ConfigError
+
+    cls = adapter_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        taken = [p for p, spec in params.items() if p not in ("self", "root")
+                 and spec.kind in (spec.POSITIONAL_OR_KEYWORD, spec.KEYWORD_ONLY)]
+        unknown = [k for k in options if k not in taken]
+        if unknown:
+            raise ConfigError(f"dataset {name}: unknown option(s) {unknown}; {name} takes "
+                              f"{', '.join(taken) or 'no options'}")
+    return cls(root, **options)
 
 
 __all__ = ["REGISTRY", "DatasetAdapter", "Sample", "adapter_class", "make_adapter", "names"]

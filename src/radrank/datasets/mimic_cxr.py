@@ -73,7 +73,7 @@ class MimicCXR(DatasetAdapter):
         out = {}
         for line, row in read_csv(path):
             sid = _study_digits(row["study_id"])
-            if not _DIGITS.match(sid):
+            if not _DIGITS.fullmatch(sid):
                 raise InputError(path, f"study id {row['study_id']!r} is not a MIMIC study id", field="study_id",
                                  row=line)
             if sid in out:
@@ -120,9 +120,9 @@ class MimicCXR(DatasetAdapter):
         for line, row in read_csv(path):
             subject, study, dicom = row["subject_id"].strip(), _study_digits(row["study_id"]), row["dicom_id"].strip()
             for value, fld in ((subject, "subject_id"), (study, "study_id")):
-                if not _DIGITS.match(value):
+                if not _DIGITS.fullmatch(value):
                     raise InputError(path, f"{value!r} is not a MIMIC id (digits)", field=fld, row=line)
-            if not _DICOM_ID.match(dicom) or ".." in dicom:
+            if not _DICOM_ID.fullmatch(dicom) or ".." in dicom:
                 raise InputError(path, f"{dicom!r} is not a dicom id", field="dicom_id", row=line)
             entry = studies.setdefault(study, {"subject": subject, "split": row["split"].strip(), "line": line,
                                                "dicoms": []})
@@ -153,7 +153,7 @@ class MimicCXR(DatasetAdapter):
                 subject = subject_dir.name[1:]
                 for study_dir in sorted(p for p in subject_dir.glob("s[0-9]*") if p.is_dir()):
                     study = study_dir.name[1:]
-                    if not (_DIGITS.match(subject) and _DIGITS.match(study)):
+                    if not (_DIGITS.fullmatch(subject) and _DIGITS.fullmatch(study)):
                         continue
                     images = tuple(check_inside(p, root=self.root, file=study_dir, field="image", row=p.name)
                                    for p in sorted(study_dir.glob(f"*{self.image_ext}")))

@@ -83,7 +83,7 @@ class MimicExtCXRQBA(DatasetAdapter):
     def _check_ids(self, path, row_no, patient, study, question):
         for value, pattern, fld in ((patient, _PATIENT, "patient_id"), (study, _STUDY, "study_id"),
                                     (question, _PLAIN, "question_id")):
-            if not pattern.match(value) or ".." in value:
+            if not pattern.fullmatch(value) or ".." in value:
                 raise InputError(path, f"{value!r} is not a valid {fld}", field=fld, row=row_no)
 
     def _qa_texts(self, studies) -> dict:
@@ -133,7 +133,7 @@ class MimicExtCXRQBA(DatasetAdapter):
         for i, (patient, study, question, image) in enumerate(
                 images[list(_KEYS) + ["image_id"]].astype(str).itertuples(index=False)):
             self._check_ids(qi_path, i, patient, study, question)
-            if not _PLAIN.match(image) or ".." in image:
+            if not _PLAIN.fullmatch(image) or ".." in image:
                 raise InputError(qi_path, f"{image!r} is not a valid image_id", field="image_id", row=i)
             by_question.setdefault((patient, study, question), []).append((image, i))
         rows = []

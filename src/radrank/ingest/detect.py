@@ -4,9 +4,12 @@
 submissions and models sheets, the meta-evaluation ratings: every reader goes through it (directly,
 or through :func:`read_bytes`). It reads regular files only: a FIFO, a character or block device
 (``/dev/zero``, ``/dev/stdin``), a socket or a directory is refused before anything is read (a pipe
-would block forever, a device never end), and so is a file over :data:`MAX_FILE_BYTES`. A path that
-cannot be followed says why: it does not exist, it is a symlink whose target does not exist, or a
-symlink loop.
+would block forever, a device never end), and so is a file over :data:`MAX_FILE_BYTES` and a file under
+``/proc``, ``/sys`` or ``/dev`` once links are followed (``/proc/self/environ`` is a "regular file of size 0"
+that holds the process environment). A path that cannot be followed says why: it does not exist, it is a
+symlink whose target does not exist, or a symlink loop. A file is read in bounded chunks (at most what it
+holds, plus one byte to see it grow), never with a buffer of the size cap: a process whose address space is
+capped (``ulimit -v``) reads small files as before.
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ from radrank.errors import InputError
 FORMATS = ("rexrank_json", "csv", "parquet")
 MAX_FILE_BYTES = 2 * 1024**3  # 2 GiB: 20x a 100,000-study submission; read whole into memory
 SNIFF_BYTES = 64 * 1024  # what format sniffing reads of a file
+READ_CHUNK = 16 * 1024**2  # what one read asks for beyond a file's stated size (a file that grows, /proc-like sizes)
+SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")  # kernel and device files: never data people write
+# byte-order marks of the encodings a "not valid UTF-8" file most often is (UTF-32 first: its LE mark starts
+# with UTF-16's)
+BOMS = ((b"\xff\xfe\x00\x00", "UTF-32 LE"), (b"\x00\x00\xfe\xff", "UTF-32 BE"), (b"\xff\xfe", "UTF-16 LE"),
+        (b"\xfe\xff", "UTF-16 BE"))
 
 
 class FileProblem(Exception):
@@ -66,7 +75,17 @@ def file_problem(path, *, limit: int | None = None) -> str | None:
         st = os.stat(path)
     except OSError as e:
         return _stat_problem(path, e)
-    return _kind_problem(st.st_mode) or _size_problem(st.st_size, limit)
+    return _kind_problem(st.st_mode) or _system_problem(path) or _size_problem(st.st_size, limit)
+
+
+def _system_problem(path: Path) -> str | None:
+    real = os.path.realpath(path)
+    folder = next((f for f in SYSTEM_FOLDERS if real == f or real.startswith(f + os.sep)), None)
+    if folder is None:
+        return None
+    target = "" if real == os.path.abspath(path) else f" (it resolves to {real})"
+    return (f"is under {folder}{target}, a kernel or device file, not data: radrank reads no file under "
+            f"{', '.join(SYSTEM_FOLDERS)}; copy the data to a file")
 
 
 def _size_problem(size: int, limit: int) -> str | None:
@@ -94,14 +113,28 @@ def read_regular(path, *, limit: int | None = None, head: int | None = None) -> 
         problem = _kind_problem(st.st_mode) or _size_problem(st.st_size, limit)
         if problem:
             raise FileProblem(problem)
-        want = head if head is not None else limit + 1
+        cap = head if head is not None else limit + 1  # one byte over the limit tells a file that grew
         try:
-            data = f.read(want)
+            data = _read_at_most(f, cap, st.st_size + 1)
         except OSError as e:
             raise FileProblem(f"cannot be read: {e.strerror or e}") from None
     if head is None and len(data) > limit:  # it grew while being read
         raise FileProblem(_size_problem(len(data), limit))
     return data
+
+
+def _read_at_most(f, cap: int, first: int) -> bytes:
+    """At most ``cap`` bytes of ``f``: first what its stat says it holds (+ 1), then :data:`READ_CHUNK` at a time.
+    A buffered ``read(n)`` allocates ``n`` bytes up front, so asking for the cap would reserve it for any file."""
+    chunks, total, want = [], 0, first
+    while total < cap:
+        chunk = f.read(min(want, cap - total))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+        want = READ_CHUNK
+    return b"".join(chunks)
 
 
 def read_bytes(path) -> bytes:
@@ -131,9 +164,15 @@ def decode_utf8(path, data: bytes) -> str:
         line = data[: e.start].count(b"\n") + 1
         raise InputError(
             path,
-            f"is not valid UTF-8: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}); "
+            f"is not valid UTF-8: byte 0x{data[e.start]:02x} at offset {e.start} (line {line}){bom_hint(data)}; "
             "re-encode the file as UTF-8",
         ) from None
+
+
+def bom_hint(data: bytes) -> str:
+    """For a message about bytes that are not UTF-8: what their byte-order mark says they are, or ""."""
+    name = next((name for bom, name in BOMS if data.startswith(bom)), None)
+    return f" (it starts with a {name} byte-order mark: the file is {name.split()[0]})" if name else ""
 
 
 def _format_of(path, data: bytes) -> str:

@@ -38,6 +38,7 @@ from radrank.text import clean, is_missing
 CSV_REQUIRED = ("study_id", "report")
 PARQUET_REQUIRED = ("sample_id", "reference", "hypothesis")
 PARQUET_OPTIONAL = ("context", "age", "sex", "indication", "comparison")
+SHOWN_HEADER_CHARS = 200  # of a header in a "columns: ..." message (a wrong file's first line may be anything)
 _LINE = object()  # key of a row's line number; never a column name
 
 
@@ -69,6 +70,15 @@ def _read_csv_rows(path, required=CSV_REQUIRED) -> list[dict]:
         raise InputError(path, f"is not a readable CSV: {why}", row=start, field=field) from None
 
 
+def shown_columns(header) -> str:
+    """A header for a message: its columns joined, cut to :data:`SHOWN_HEADER_CHARS` characters (a file that is not
+    the table it should be, e.g. a link to /proc/self/environ, would otherwise be printed whole)."""
+    text = ", ".join(map(str, header))
+    if len(text) <= SHOWN_HEADER_CHARS:
+        return text
+    return f"{text[:SHOWN_HEADER_CHARS]}… ({len(text) - SHOWN_HEADER_CHARS:,} more characters)"
+
+
 def _quoted_field(line: str, header: list, delimiter: str) -> str | None:
     """The column whose value opens a quote on ``line`` (the start of a badly quoted record), if known."""
     for pos, ch in enumerate(line):
@@ -94,7 +104,7 @@ def _collect_rows(path, reader: csv.DictReader, ended: list, required=CSV_REQUIR
         seen[col] = index
     for col in required:
         if col not in header:
-            raise InputError(path, f"required column is missing (columns: {', '.join(header)})", field=col)
+            raise InputError(path, f"required column is missing (columns: {shown_columns(header)})", field=col)
     rows = []
     for row in reader:
         # The row number is the 1-based line of the file where the record starts
@@ -108,6 +118,26 @@ def _collect_rows(path, reader: csv.DictReader, ended: list, required=CSV_REQUIR
     if not rows:
         raise InputError(path, "CSV has a header but no rows")
     return rows
+
+
+def csv_header(path) -> list[str] | None:
+    """The columns of a CSV's header line, judged from its first :data:`radrank.ingest.detect.SNIFF_BYTES` as
+    :func:`read_csv_rows` judges them (the delimiter by the header line); None when they cannot be told (the
+    file's reader then says why, naming the row)."""
+    from radrank.ingest.detect import SNIFF_BYTES, FileProblem, read_regular
+
+    try:
+        text = read_regular(path, head=SNIFF_BYTES).decode("utf-8-sig", errors="replace")
+    except FileProblem:
+        return None
+    line = next((x for x in text.splitlines() if x.strip()), None)
+    if line is None:
+        return None
+    delimiter = "\t" if line.count("\t") > line.count(",") else ","
+    try:
+        return [c.strip() for c in next(csv.reader([line], delimiter=delimiter))]
+    except (csv.Error, StopIteration):
+        return None
 
 
 def read_csv_rows(path, required) -> list[tuple[int, dict]]:
@@ -276,7 +306,7 @@ def read_parquet_pairs(path, ref_section: str | None) -> list[dict]:
     df = read_parquet_table(path)
     for col in PARQUET_REQUIRED:
         if col not in df.columns:
-            raise InputError(path, f"required column is missing (columns: {', '.join(map(str, df.columns))})",
+            raise InputError(path, f"required column is missing (columns: {shown_columns(df.columns)})",
                              field=col)
     if df.empty:
         raise InputError(path, "parquet file has no rows")

@@ -67,7 +67,7 @@ def sets_from_config(config: dict) -> dict[str, SetSource]:
                                       {"dir": folder})
     for i, entry in enumerate(section.get("user", [])):
         name = entry["name"]
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             raise ConfigError(f"config metaeval.user[{i}]: name {name!r} must be letters, digits, _ . + - only")
         if name in sources or name in BUNDLED or name == "rexval":
             raise ConfigError(f"config metaeval.user[{i}]: set name {name!r} is already taken")

@@ -101,6 +101,36 @@ class MRScoreSettings(Settings):
 
     def check(self, where):
         check_device(self.device, f"{where}.device")
+        problem = template_problem(self.prompt_template, TEMPLATE_FIELDS)
+        if problem:
+            raise self.fail(where, "prompt_template", problem)
+
+
+TEMPLATE_FIELDS = ("reference", "hypothesis")  # what prompt_template may name: it is .format()-ed with these
+
+
+def template_problem(template: str, allowed) -> str | None:
+    """Why ``template`` is not a format string naming only ``allowed`` fields (``{reference}``), plainly — no
+    attribute or index access (``{reference.__class__}``), no positional ``{}``, no field inside a format spec:
+    found at load, not when the scoring job formats it. None when it is one."""
+    import string
+
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as e:
+        return f"is not a valid template ({e}); write a literal brace as {{{{ or }}}}"
+    for _, name, spec, _ in parts:
+        if name is None:
+            continue
+        if name not in allowed:
+            plain = name.replace(".", "[").split("[", 1)[0]
+            what = ("an attribute or index of a field" if plain in allowed and plain != name
+                    else "a positional field {}" if not name else "an unknown field")
+            return (f"{{{name}}} is {what}; a template names only {', '.join(f'{{{a}}}' for a in allowed)}, "
+                    "plainly (write a literal brace as {{ or }})")
+        if spec and "{" in spec:
+            return f"{{{name}:{spec}}} has a field inside its format spec; a template names fields plainly"
+    return None
 
 
 TRAINED_FORMAT = "radrank-mrscore-1"

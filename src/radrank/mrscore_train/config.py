@@ -209,7 +209,7 @@ class TrainingConfig:
         return cfg
 
     def check(self, datasets=None) -> None:
-        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$", self.name):
+        if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]*", self.name):
             raise ConfigError(f"config {SECTION}.name: {self.name!r} must be letters, digits, _ . + - only")
         known = sorted({str(d) for d in datasets or ()})
         for i, src in enumerate(self.sources):

@@ -8,7 +8,9 @@ institutions, URLs, case ids, report texts, judges' answers), so:
 * control characters (NUL, BEL, ESC, … and DEL, C1 controls; not tab, newline or carriage
   return) never reach either file: :func:`visible` shows each as its Unicode control picture
   (NUL → ␀, ESC → ␛, BEL → ␇) or U+FFFD, in the text and, as a last pass, in the whole page,
-  its Markdown and its figures;
+  its Markdown and its figures; so do the bidirectional controls (U+202A–U+202E, U+2066–U+2069,
+  U+200E, U+200F, U+061C: a right-to-left override in a name would reverse what follows it), each
+  shown as its escape, e.g. ``\\u202e``;
 * HTML: every text is HTML-escaped (:func:`esc`); the rows of a paged table are data in the page's
   script (:func:`script_json`: JSON with every ``<``, ``>`` and ``&`` written as a ``\\u`` escape, so
   no text can end the script), put in the page as text (``textContent``), never as markup;
@@ -143,12 +145,18 @@ cues();window.addEventListener('resize',cues);document.addEventListener('toggle'
 """
 
 
-# C0 controls but tab, newline and carriage return; DEL; C1 controls; lone surrogates (not UTF-8)
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+# bidirectional controls (embeddings, overrides, isolates, marks): a U+202E in a name reverses the rest of its
+# cell, or of the line, in a viewer
+BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+# C0 controls but tab, newline and carriage return; DEL; C1 controls; lone surrogates (not UTF-8); bidi controls
+_CONTROL = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff{BIDI}]")
+_BIDI = re.compile(f"[{BIDI}]")
 
 
 def _picture(match) -> str:
     code = ord(match.group(0))
+    if _BIDI.match(match.group(0)):
+        return f"\\u{code:04x}"  # shown as its escape, e.g. \u202e: it has no control picture
     if code < 0x20:
         return chr(0x2400 + code)  # U+2400 SYMBOL FOR NULL ... U+241F
     return "\u2421" if code == 0x7F else "\ufffd"
@@ -404,7 +412,10 @@ def script_json(data) -> str:
     import json
 
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_ESCAPES[m.group(0)], text)
+    text = re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_ESCAPES[m.group(0)], text)
+    # a bidi control left in a string (texts are visible() already) is shown as its escape's text (\\u202e in
+    # the JSON, \u202e on the page), never turned into a JavaScript escape by the page's last pass
+    return _BIDI.sub(lambda m: f"\\\\u{ord(m.group(0)):04x}", text)
 
 
 def shell(title: str, toc: str, body: str, data: dict | None = None) -> str:
