@@ -235,7 +235,8 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
 
     Scores are drawn from a latent per-(model, case) quality (model m is better than model m+1 on
     average), not computed by the metrics; statistics and leaderboards are computed by radrank's own
-    jobs. Every third model drops one case and scores one empty hypothesis.
+    jobs. Every third model drops one case (scored as empty, as the workflow does) and scores one empty
+    hypothesis.
     """
     import numpy as np
     import pandas as pd
@@ -274,14 +275,17 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
                 hyps[j] = ""
                 drops.append({"sample_id": ids[j], "study_id": str(j), "reason": "empty_hypothesis",
                               "action": "scored_as_empty", "row": ids[j], "detail": "hypothesis is empty"})
-            pairs = pd.DataFrame({
+            every_case = pd.DataFrame({
                 "sample_id": ids, "study_id": np.arange(n_cases), "reference": references, "hypothesis": hyps,
                 "context": [f"Age:{40 + i % 50}.0.Gender:{'MF'[i % 2]}.Indication:Cough.Comparison: None."
                             for i in range(n_cases)],
                 "age": [40.0 + i % 50 for i in range(n_cases)], "sex": ["MF"[i % 2] for i in range(n_cases)],
                 "indication": ["Cough"] * n_cases, "comparison": [None] * n_cases,
-            })[keep].reset_index(drop=True)
-            quality = np.clip(quality_level + difficulty[keep] + rng.normal(0, 0.15, keep.sum()), 0, 1)
+            })
+            pairs = every_case[keep].reset_index(drop=True)
+            # scores cover the case set, as the scoring jobs align them: a dropped case scores as an empty report
+            quality = np.clip(quality_level + difficulty + rng.normal(0, 0.15, n_cases), 0, 1)
+            quality[~keep] = 0.0
             entry = {**group, "model": model}
             pairs_path = root / f"results/pairs/{dataset}/{split}/{model}.parquet"
             drops_path = root / f"results/pairs/{dataset}/{split}/{model}.drops.csv"
@@ -294,7 +298,8 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
             for name in metric_names:
                 metric = metrics.get(name)
                 identity = metric.identity(metric.settings())
-                frame = pd.DataFrame({"sample_id": pairs["sample_id"], **_score_columns(name, quality, rng, pairs)})
+                frame = pd.DataFrame({"sample_id": every_case["sample_id"],
+                                      **_score_columns(name, quality, rng, every_case)})
                 path = root / f"results/scores/{dataset}/{split}/{model}/{name}.parquet"
                 io.write_parquet(frame, path, provenance.record(
                     "scores", metric=name, metric_version=identity["version"], settings=identity["settings"],

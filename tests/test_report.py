@@ -148,8 +148,11 @@ def test_drill_down_cases_are_each_models_extremes_with_judges(layout, rendered)
         assert list(chosen[chosen["kind"] == "best"]["sample_id"]) == list(ordered["sample_id"].iloc[::-1].iloc[:3])
         pairs = pd.read_parquet(layout[0]["models"][model]["pairs"]).set_index("sample_id")
         worst = chosen.iloc[0]
-        assert worst["hypothesis"] == pairs.loc[worst["sample_id"], "hypothesis"]
-        assert worst["reference"] == pairs.loc[worst["sample_id"], "reference"]
+        if worst["sample_id"] in pairs.index:
+            assert worst["hypothesis"] == pairs.loc[worst["sample_id"], "hypothesis"]
+            assert worst["reference"] == pairs.loc[worst["sample_id"], "reference"]
+        else:  # a case of the set the model has no pair for: scored as an empty report, no text of its own
+            assert worst["hypothesis"] is None
         assert worst["radcliq_v1"] == values.set_index("sample_id").loc[worst["sample_id"], "radcliq_v1"]
     assert "<b>GREEN</b> matched findings" in html and "judge's analysis" in html
     assert "<b>CRIMSON</b> false findings: pneumothorax (urgent)" in html
