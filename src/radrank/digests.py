@@ -7,7 +7,9 @@ outside the workflow into its jobs' params, and the profiles leave the mtime tri
 reruns when a file's content changes, never when it is only touched.
 
 Hashing 100 models' submissions on every DAG build would cost seconds, so each digest is remembered by
-(path, size, mtime, inode) in a small JSON file: only new and touched files are read again.
+(path, size, mtime, inode, ctime) in a small JSON file: only new and touched files are read again. The
+ctime is what makes the memo trustworthy: an edit of the same size whose mtime is set back (``touch -r``,
+``os.utime``) still moves the ctime, which no ordinary tool can set back.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ class FileDigests:
     def __call__(self, path) -> str:
         path = os.path.abspath(path)
         st = os.stat(path)
-        stamp = [st.st_size, st.st_mtime_ns, st.st_ino]
+        stamp = [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
         known = self._known.get(path)
-        if known and known[:3] == stamp:
-            return known[3]
+        if known and known[:4] == stamp and len(known) == 5:  # a memo of the 3-field stamp: hash again
+            return known[4]
         digest = file_sha256(path)
         self._known[path] = [*stamp, digest]
         self._changed = True
