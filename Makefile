@@ -14,11 +14,12 @@ TEST_FAMILIES := $(sort $(patsubst tests/envs/%/,%,$(dir $(wildcard tests/envs/*
 # The environment proof in tests/test_envs.py runs rexrank (transformers 4) beside crimson (5).
 TEST_ENVS := core $(filter-out core,$(sort rexrank crimson $(TEST_FAMILIES)))
 
-.PHONY: help envs example mrscore-demo test lock status sysdeps clean-envs
+.PHONY: help envs example run mrscore-demo test lock status sysdeps clean-envs
 
 help:
 	@echo "make envs     build every environment (.venvs/<family>; cached by its pins)"
 	@echo "make example  build core and run the bundled example: snakemake --cores 2, venv route"
+	@echo "make run      the same run, for your own sheet: whatever config/submissions.tsv lists"
 	@echo "make mrscore-demo  train MRScore with tiny random models, then rank the example with it"
 	@echo "make test     build the environments the tests need and run the whole test suite"
 	@echo "make lock     regenerate envs/<family>.yaml from envs/requirements/<family>.in"
@@ -27,7 +28,8 @@ help:
 envs: sysdeps
 	$(ENVS) build --all
 
-example: sysdeps
+# `example` and `run` are one run of whatever the sheet lists: the shipped sheet is the example's.
+example run: sysdeps
 	$(ENVS) snakemake --profile profiles/venv --cores 2
 
 # Train MRScore on the example's references with tiny models the workflow builds (config/mrscore-demo.yaml),

@@ -158,3 +158,57 @@ def test_pip_dependencies_are_the_core_env_and_every_family_is_an_extra():
     core_in = (REPO / "envs/requirements/core.in").read_text()
     for needed in ("snakemake", "rouge-score", "fast-bleu", "nltk"):  # what `snakemake --cores 2` imports
         assert needed in core_in
+
+
+def test_results_and_clean_tell_another_sheets_outputs_from_this_configs(tmp_path):
+    """After switching sheets, results/ holds the old sheet's leaderboards, pages and per-group folders, and the
+    report index links to its pages: `results` says which belong to this config, `clean -n` lists the others,
+    `clean` removes them and nothing of this config."""
+    wd = make_workdir(tmp_path / "wd")
+    sheet = wd / "config/submissions.tsv"
+    sheet.write_text("".join(line for line in sheet.read_text().splitlines(True) if "demo_clinic" not in line
+                             and "template" not in line))  # this config: careful and hasty on demo_cxr
+    ours = ["results/leaderboard/demo_cxr_findings.csv", "results/report/demo_cxr_findings.html",
+            "results/report/report.md", "results/pairs/demo_cxr/findings/hasty.parquet",
+            "results/pairs/demo_cxr/findings/hasty.drops.csv", "results/scores/demo_cxr/reports/careful/bleu2.parquet",
+            "results/stats/demo_cxr/findings/summary.parquet", "results/cases/demo_cxr/findings.parquet",
+            "results/summary/demo_cxr/findings/careful/results.csv", "results/metaeval/radpref/agreement.csv",
+            "results/pairs/metaeval-radpref/metaeval/candidates.parquet", "results/mrscore/demo/model/MODEL_CARD.md"]
+    theirs = ["results/leaderboard/demo_clinic_findings.csv", "results/report/demo_clinic_findings.html",
+              "results/pairs/demo_clinic/findings/careful.parquet", "results/scores/demo_clinic/findings/careful/bleu2.parquet",
+              "results/stats/demo_clinic/findings/summary.parquet", "results/cases/demo_clinic/findings.parquet",
+              "results/summary/demo_clinic/findings/careful/results.csv", "results/scores/demo_cxr/findings/template/bleu2.parquet",
+              "results/pairs/demo_cxr/findings/template.parquet", "results/pairs/demo_cxr/findings/template.drops.csv",
+              "results/metaeval/rexval/agreement.csv", "results/pairs/metaeval-rexval/metaeval/candidates.parquet"]
+    for name in ours + theirs:
+        (wd / name).parent.mkdir(parents=True, exist_ok=True)
+        (wd / name).write_text("x\n")
+    index = wd / "results/report/report.html"
+    index.write_text('<a href="#overview">Overview</a><a href="demo_clinic_findings.html">demo_clinic</a>'
+                     '<a href="demo_cxr_findings.html">p</a><a href="demo_cxr_reports.html">p</a>')
+    listed = {str(wd / p) for p in ("results/leaderboard/demo_clinic_findings.csv",
+                                    "results/report/demo_clinic_findings.html", "results/cases/demo_clinic/findings.parquet",
+                                    "results/pairs/demo_cxr/findings/template.parquet",
+                                    "results/pairs/demo_cxr/findings/template.drops.csv")} | {
+        str(wd / p) + "/" for p in ("results/pairs/demo_clinic", "results/scores/demo_clinic", "results/stats/demo_clinic",
+                                    "results/summary/demo_clinic", "results/scores/demo_cxr/findings/template",
+                                    "results/metaeval/rexval", "results/pairs/metaeval-rexval")}
+    out = radrank("results", cwd=wd)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    start = lines.index("Not of this config (12: another sheet's datasets x splits, models or meta-evaluation sets; "
+                        "`radrank clean` removes them, `radrank clean -n` lists them first):")
+    assert {line.strip() for line in lines[start + 1:start + 13]} == listed, out.stdout
+    assert lines[start + 13].startswith("Per-model summaries: ")
+    assert (f"  {index}  (of another config: it covers demo_clinic_findings.html, demo_cxr_findings.html, "
+            "demo_cxr_reports.html, this config has demo_cxr_findings.html, demo_cxr_reports.html; radrank run "
+            "rebuilds it)") in lines
+    out = radrank("clean", "-n", cwd=wd)
+    assert out.stdout.splitlines()[0] == "Would remove 12 output(s) this config does not produce:"
+    assert {line.strip() for line in out.stdout.splitlines()[1:]} == listed
+    assert all((wd / p).exists() for p in theirs)  # a dry run removes nothing
+    out = radrank("clean", cwd=wd)
+    assert out.returncode == 0 and out.stdout.splitlines()[0] == "Removing 12 output(s) this config does not produce:"
+    assert out.stdout.splitlines()[-1] == "The report index covers other datasets x splits: radrank run rebuilds it"
+    assert not any((wd / p).exists() for p in theirs) and all((wd / p).exists() for p in ours)
+    assert radrank("clean", cwd=wd).stdout == "Nothing to remove: everything in results/ is of this config\n"

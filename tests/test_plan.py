@@ -50,7 +50,7 @@ def test_missing_sheet_and_missing_submission_name_sheet_and_row(workdir, tmp_pa
     with pytest.raises(ConfigError) as info:
         plan_of(workdir, tmp_path, submissions=str(sheet))
     resolved = workdir.resolve() / "example/demo_cxr/hasty-v2.json"  # the cell, read from the sheet's folder
-    assert str(info.value) == (f"sheet {sheet}, row 2: path ../example/demo_cxr/hasty-v2.json (read from the "
+    assert str(info.value) == (f"sheet {sheet}, row 2 (line 3): path ../example/demo_cxr/hasty-v2.json (read from the "
                                f"sheet's folder as {resolved}) does not exist")
 
 

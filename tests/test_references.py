@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import unicodedata
 
 import numpy as np
@@ -110,6 +111,24 @@ def test_a_case_the_canonical_file_lacks_is_named_with_its_near_duplicate(workdi
     assert list(drops.loc[drops["reason"] == "unknown_case", "sample_id"]) == ["demo-0005 "]
 
 
+def test_a_mismatch_near_the_end_shows_where_the_texts_first_differ(workdir, tmp_path):
+    """Both excerpts are the texts' first 80 characters, identical when the texts part near their end: the
+    message adds the first differing position, both lengths and the text around it in each."""
+    data = entries(workdir)
+    findings = data["demo-0001"]["section_findings"]
+    assert findings.endswith("silhouette is normal.") and len(findings) > 100
+    data["demo-0001"]["section_findings"] = findings[:-len("normal.")] + "unremarkable."
+    with pytest.raises(InputError) as info:
+        ingest(workdir, write_json(tmp_path / "late.json", data))
+    message = str(info.value)
+    ours, truth = "Findings: " + data["demo-0001"]["section_findings"], canonical(workdir)["demo-0001"][0]
+    at = len(os.path.commonprefix([ours, truth]))  # an independent count of the common start
+    assert f"(first difference at character {at + 1}, lengths {len(ours)} and {len(truth)}: " in message
+    assert f"…{ours[at - 30:]!r} against …{truth[at - 30:]!r})" in message
+    assert message.count(repr(ours[:80] + "…")) == 2  # the two excerpts of the start, alike
+    assert "\n" not in message
+
+
 def test_whitespace_only_differences_are_mismatches_and_say_so(workdir, tmp_path):
     data = entries(workdir)
     data["demo-0001"]["section_findings"] = "  " + data["demo-0001"]["section_findings"].replace(" ", "  ", 1)
@@ -175,8 +194,8 @@ def test_submissions_that_disagree_on_a_reference_are_an_error_naming_both(workd
                                dataset="demo_cxr", split="findings")
     message = str(info.value)
     for part in ("dataset demo_cxr", "'demo-0004'", "model careful", "model copycat", JSON_SUB, "copycat.json",
-                 "references.files.demo_cxr"):
-        assert part in message, part
+                 "references.files.demo_cxr", "(first difference at character 11, lengths "):
+        assert part in message, part  # character 11: after the "Findings: " both references start with
     cases = references.check_group({"a": (honest, JSON_SUB), "b": (honest, "b.json")}, dataset="d",
                                    split="findings")
     assert list(cases["sample_id"]) == sorted(honest["sample_id"]) and set(cases["n_submissions"]) == {2}

@@ -97,11 +97,16 @@ def test_pages_are_self_contained_offline_and_linked(rendered):
         assert html.startswith("<!doctype html>")
         assert "Content-Security-Policy" in html and "default-src 'none'" in html
         assert not re.search(r"\bsrc\s*=", html, re.I)  # nothing embedded by reference
-        assert not re.search(r"""\b(?:href|xlink:href)\s*=\s*["']?(?:https?:)?//""", html, re.I)
+        # the only links out are the models' names to their http(s) URLs (navigation, never a fetch), each
+        # opened without the report as opener or referrer
+        out = re.findall(r"""<a href="https://[^"]*" rel="noopener noreferrer">""", html)
+        assert not re.search(r"""\b(?:href|xlink:href)\s*=\s*["']?(?:https?:)?//""",
+                             re.sub(r"""<a href="https://[^"]*" rel="noopener noreferrer">""", "", html), re.I)
+        assert len(out) == (0 if name == "report.html" else 5) or name == "report.html" and len(out) == 10
         assert "<link" not in html and "@import" not in html and "url(http" not in html
         assert len(ids[name]) == len(set(ids[name]))  # no id twice (figures are prefixed)
         for target in re.findall(r'href="([^"]*)"', html):  # every link to a page of the report has its target
-            if target.endswith(".csv") or target.startswith("data:image/png;base64,"):  # drop lists; a heat map
+            if target.startswith("https://example.org/") or target.endswith(".csv") or target.startswith("data:image/png;base64,"):  # drop lists; a heat map
                 continue
             page, _, anchor = target.partition("#")
             assert page in ("", *pages), (name, target)
@@ -334,3 +339,63 @@ def test_a_leaderboard_without_rank_columns_or_any_ranked_model_still_renders(la
     assert ranks.count("—") == len(group.order)
     assert "Coverage" not in page.html.split('id="synthetic-reports-ranks"')[0]
     assert page.overview[2] == ""  # no model has rank 1
+
+
+# --- what each table says once (issue 28) ---------------------------------------------------------------------
+
+
+def test_the_ranking_is_said_once_per_table(layout):
+    """The index says how the leaderboards are ranked once when they are all ranked alike, and per row of its
+    overview (once per glance table) when they differ; a group page says it once above its table."""
+    groups = [load_group(entry, cases=2) for entry in layout]
+    ranked_by = str(groups[0].board["Ranked by"].iloc[0])
+    assert all(str(g.board["Ranked by"].iloc[0]) == ranked_by for g in groups)
+    report = render_report(groups, bootstrap=BOOT, empty_hypothesis="score", cases=2)
+    assert report.html.count(ranked_by) == 1, report.html.count(ranked_by)
+    assert f"<p>Every leaderboard is ranked by {ranked_by}.</p>" in report.html
+    assert "<th>Ranked by</th>" not in report.html and "ranked by" not in report.html.replace(
+        f"Every leaderboard is ranked by {ranked_by}", "")
+    for page in report.pages.values():
+        assert page.count(ranked_by) == 1
+    other = groups[1].board.copy()
+    other["Ranked by"] = "BLEU (bleu2) mean, higher is better"
+    groups[1].board = other
+    report = render_report(groups, bootstrap=BOOT, empty_hypothesis="score", cases=2)
+    assert "Every leaderboard is ranked by" not in report.html and re.search(r"<th[^>]*>Ranked by</th>", report.html)
+    assert report.html.count(ranked_by) == 2 and report.html.count("BLEU (bleu2) mean, higher is better") == 2
+    assert f"models, ranked by {ranked_by}." in report.html  # each glance table says its own, once
+
+
+def test_a_models_url_is_a_link_on_the_page_when_it_is_http(layout):
+    group = load_group(layout[0], cases=2)
+    board = group.board.copy()
+    first, second = board["model"].iloc[0], board["model"].iloc[1]
+    assert board["Model URL"].iloc[0] == f"https://example.org/{first}"  # from the models sheet
+    board.loc[board["model"] == second, "Model URL"] = "javascript:alert(1)"
+    board.loc[board["model"] == board["model"].iloc[2], "Model URL"] = 'https://example.org/a"b<c>'
+    group.board = board
+    html = render_group(group, level=0.95, n_cases=2).html
+    name = group.names[first]
+    assert (f'<a href="https://example.org/{first}" rel="noopener noreferrer">{name}</a>') in html
+    assert "javascript:" not in html and f">{group.names[second]}</td>" in html  # not http(s): text, unlinked
+    assert '<a href="https://example.org/a%22b%3Cc%3E" rel="noopener noreferrer">' in html  # quoted, never raw
+
+
+def test_dropped_and_coverage_say_what_they_count(layout):
+    """A model with a drop and 100% coverage: the page says a case without a usable reference leaves the
+    dataset's cases, and links the drop lists; with no drop it says nothing."""
+    group = load_group(layout[0], cases=2)
+    board = group.board.copy()
+    group.board = board.assign(Dropped=0)
+    html = render_group(group, level=0.95, n_cases=2).html
+    assert "Dropped 1 and Coverage 100%" not in html and "listed as dropped" not in html
+    board["Dropped"] = [1] + [0] * (len(board) - 1)
+    board["Coverage"] = 1.0
+    group.board = board
+    html = render_group(group, level=0.95, n_cases=2).html
+    base = f"{group.dataset}-{group.split}"
+    assert ("a case without a usable reference (dropped for every model) is not one of the dataset's cases, so a "
+            "model can show Dropped 1 and Coverage 100%.") in html
+    assert f'<a href="#{base}-drops">Drop lists</a>' in html and f'id="{base}-drops"' in html
+    assert html.count('title="share of the dataset&#x27;s cases this model was scored on') == len(board)
+    assert html.count('title="cases of this submission listed as dropped') == 1

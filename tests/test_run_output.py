@@ -1,5 +1,5 @@
-"""What a run prints (radrank.envs.run_snakemake, behind `envs.py snakemake` and `make example`): a few lines per
-stage with the run's progress, then the report and leaderboards that exist; a failure ends with its one line and
+"""What a run prints (radrank.envs.run_snakemake, behind `envs.py snakemake` and `make example`): a line per
+stage as it completes, with the run's progress, then the report and leaderboards that exist; a failure ends with its one line and
 the log to open; RADRANK_VERBOSE=1 (or --verbose) shows Snakemake's whole output, every job's block; a dry run
 or a listing goes through as Snakemake prints it."""
 
@@ -60,9 +60,14 @@ def test_a_run_prints_a_few_lines_per_stage_and_ends_with_the_results(first_run)
     assert not any(re.match(r"\s*(localrule|input:|output:|reason:|Finished jobid)", line) for line in lines), out
     total = int(re.search(r"^radrank: (\d+) jobs to run: ingest \d+", out, re.M).group(1))
     assert total > 20
-    for stage in ("ingest", "score", "bootstrap", "leaderboard", "report"):  # each stage: started, done
-        assert re.search(rf"^radrank: \[ *\d+/{total}\] {stage}: \d+ jobs? started$", out, re.M), (stage, out)
-        assert re.search(rf"^radrank: \[ *\d+/{total}\] {stage}: \d+ jobs? done in ", out, re.M), (stage, out)
+    # one line per stage, when it completes: in completion order, so the counter never goes back, and no stage
+    # seems to start before the one it waits for has ended (stages overlap across datasets)
+    ends = re.findall(rf"^radrank: \[ *(\d+)/{total}\] (\w+): \d+ jobs? done in ", out, re.M)
+    assert sorted(stage for _, stage in ends) == sorted(["ingest", "metaeval", "cases", "score", "bootstrap",
+                                                          "leaderboard", "report"]), out
+    assert [int(n) for n, _ in ends] == sorted(int(n) for n, _ in ends), out
+    assert [stage for _, stage in ends].index("ingest") < [stage for _, stage in ends].index("leaderboard")
+    assert "started" not in out, out
     assert f"radrank: [{total}/{total}] done in " in out
     listed = listed_results(lines)
     assert listed == existing_results(workdir) and len(listed) == 5, out  # 3 leaderboards, the report twice
@@ -110,7 +115,13 @@ def test_a_failed_run_ends_with_its_line_and_the_log_to_open(first_run):
     job_log, run_log = map(Path, log.groups())
     assert job_log.is_absolute() and job_log.is_relative_to(workdir / "logs/ingest/demo_cxr")
     assert "is not valid JSON" in job_log.read_text() and run_log.is_file()
-    assert re.search(r"^radrank: \[ *\d+/\d+\] FAILED: file example/demo_cxr/hasty\.json", out, re.M)
+    # said once: the FAILED line names the job, the end says its error
+    failed = re.findall(r"^radrank: \[ *\d+/\d+\] FAILED: (.*)$", out, re.M)
+    assert failed == ["rule ingest (log: logs/ingest/demo_cxr/findings/hasty.log)",
+                      "rule ingest, the same error (log: logs/ingest/demo_cxr/reports/hasty.log)"] or failed == [
+        "rule ingest (log: logs/ingest/demo_cxr/reports/hasty.log)",
+        "rule ingest, the same error (log: logs/ingest/demo_cxr/findings/hasty.log)"], out  # either may fail first
+    assert out.count("is not valid JSON") == 1, out
     assert "Traceback" not in out and "RuleException" not in out
 
 
@@ -162,12 +173,28 @@ def test_the_console_reads_snakemakes_lines(tmp_path, monkeypatch):
     console.finish(0)
     assert re.sub(r"\d+\.\d s", "T", out.getvalue()).splitlines() == [
         "radrank: 3 jobs to run: score 1, leaderboard 1 (every job's details: RADRANK_VERBOSE=1)",
-        "radrank: [0/3] score: 1 job started",  # a 3-job run: the counter's width is one digit
-        "radrank: [0/3] running: score_bleu2_d_findings (for T)",
+        "radrank: [0/3] running: score_bleu2_d_findings (for T)",  # a 3-job run: the counter's width is one digit
         "radrank: [1/3] score: 1 job done in T",
         "WARNING radrank: something worth seeing",
-        "radrank: [1/3] leaderboard: 1 job started",
         "radrank: [1/3] done in T",
         "radrank: results:",
         f"  {(tmp_path / 'results/leaderboard/d_findings.csv').resolve()}",
     ]
+
+
+def test_an_error_before_any_job_is_said_once():
+    """A line the workflow printed when it loaded (a sheet's missing file) is the run's error: the end points
+    at it instead of repeating it; an error the console did not show is said at the end."""
+    import io
+
+    out = io.StringIO()
+    console = envs.SnakemakeConsole(out, "quiet")
+    error = "radrank: sheet config/submissions.tsv, row 7 (line 8): path nope.json does not exist"
+    console.feed(error)
+    console.finish(1)
+    assert out.getvalue().splitlines() == [error, "radrank: the run failed before its jobs ran: the error above"]
+    out = io.StringIO()
+    console = envs.SnakemakeConsole(out, "quiet")
+    console.feed("ERROR radrank: the config is broken")  # a logged record: not shown as it came
+    console.finish(1)
+    assert out.getvalue().splitlines() == ["radrank: the run failed before its jobs ran: the config is broken"]

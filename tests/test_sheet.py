@@ -134,14 +134,29 @@ def test_a_missing_file_names_the_row_the_cell_and_the_path_it_was_read_as(tmp_p
                                       "hasty\tdemo_clinic\thasty.csv\t../gt/ground_truth.csv\t\n")
     with pytest.raises(ConfigError) as info:
         plan_with_sheet(sheet, REPO)
-    assert str(info.value) == (f"sheet {sheet}, row 2: path hasty.csv (read from the sheet's folder as "
+    assert str(info.value) == (f"sheet {sheet}, row 2 (line 3): path hasty.csv (read from the sheet's folder as "
                                f"{folder.resolve() / 'hasty.csv'}) does not exist")
     shutil.copy(REPO / "example/demo_clinic/hasty.csv", folder / "hasty.csv")
     with pytest.raises(ConfigError) as info:
         plan_with_sheet(sheet, REPO)
-    assert str(info.value) == (f"sheet {sheet}, row 2: reference_path ../gt/ground_truth.csv (read from the sheet's "
+    assert str(info.value) == (f"sheet {sheet}, row 2 (line 3): reference_path ../gt/ground_truth.csv (read from the sheet's "
                                f"folder as {tmp_path.resolve() / 'gt/ground_truth.csv'}) does not exist")
     absolute = write(folder, "abs.tsv", f"model\tdataset\tpath\nm\td\t{tmp_path / 'nowhere.json'}\n")
     with pytest.raises(ConfigError) as info:
         plan_with_sheet(absolute, REPO)
-    assert str(info.value) == f"sheet {absolute}, row 1: path {tmp_path / 'nowhere.json'} does not exist"
+    assert str(info.value) == f"sheet {absolute}, row 1 (line 2): path {tmp_path / 'nowhere.json'} does not exist"
+
+
+def test_a_sheet_error_gives_the_data_row_and_the_file_line_an_editor_shows(tmp_path):
+    """After '#' comments and blank lines the data row and the file line differ: the message gives both."""
+    sheet = write(tmp_path, "subs.tsv", "model\tdataset\tpath\treference_path\tsplit\n"
+                                        "# the example's rows, kept for later\n"
+                                        "#careful\tdemo_cxr\t../example/demo_cxr/careful.json\t\t\n"
+                                        "\n"
+                                        f"careful\tdemo_cxr\t{REPO / 'example/demo_cxr/careful.json'}\t\t\n"
+                                        "mine\tdemo_cxr\tmine.json\t\t\n")
+    with pytest.raises(ConfigError) as info:
+        plan_with_sheet(sheet, REPO)
+    assert str(info.value) == (f"sheet {sheet}, row 2 (line 6): path mine.json (read from the sheet's folder as "
+                               f"{tmp_path.resolve() / 'mine.json'}) does not exist")
+    assert (sheet.read_text().splitlines()[5]).startswith("mine\t")  # line 6, counted from 1 as editors do

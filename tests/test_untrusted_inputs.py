@@ -160,7 +160,7 @@ def test_a_long_model_or_dataset_name_is_refused_with_the_sheet(workdir, tmp_pat
     row = [name, "demo_cxr", JSON_SUB, "", ""] if column == "model" else ["careful", name, JSON_SUB, "", ""]
     sheet = sheet_file(tmp_path, row)
     message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
-    assert message == (f"sheet {sheet}, row 1: {column} is {length} characters long; a name has at most 100 "
+    assert message == (f"sheet {sheet}, row 1 (line 2): {column} is {length} characters long; a name has at most 100 "
                        "(it becomes part of file names)")
 
 
@@ -276,7 +276,7 @@ def test_a_fifo_named_by_the_sheet_or_the_config_is_refused_when_the_workflow_lo
     ended, error = finishes(lambda: plan_error(workdir, tmp_path, monkeypatch, submissions=sheet))
     assert ended and error is None
     monkeypatch.chdir(workdir)
-    with pytest.raises(ConfigError, match=rf"sheet {sheet}, row 1: path {fifo} is a FIFO \(named pipe\)"):
+    with pytest.raises(ConfigError, match=rf"sheet {sheet}, row 1 \(line 2\): path {fifo} is a FIFO \(named pipe\)"):
         plan_of(workdir, tmp_path, submissions=sheet)
     with pytest.raises(ConfigError, match=rf"config 'models': sheet {fifo} is a FIFO"):
         plan_of(workdir, tmp_path, models=str(fifo))
@@ -420,7 +420,7 @@ def test_a_reference_path_beside_a_rexrank_json_is_refused(workdir, tmp_path, mo
     # the sheets sit in the workdir: their relative paths are read from the sheet's folder
     sheet = sheet_file(workdir, ["careful", "demo_cxr", JSON_SUB, CSV_GT, ""], name="subs-json-reference.tsv")
     message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
-    assert message == (f"sheet {sheet}, row 1: file {JSON_SUB}, field 'reference_path': is a ReXrank JSON "
+    assert message == (f"sheet {sheet}, row 1 (line 2): file {JSON_SUB}, field 'reference_path': is a ReXrank JSON "
                        f"submission, which holds its own references: the reference_path {CSV_GT} given with it would "
                        "be ignored; leave reference_path empty (it is the ground truth of a CSV submission)")
     error = input_error(ingest_submission, workdir / JSON_SUB, "findings", reference_path=workdir / CSV_GT)
@@ -449,7 +449,7 @@ def test_a_symlink_loop_is_called_a_symlink_loop(workdir, tmp_path, monkeypatch)
         read_sheet(loop, SHEET_COLUMNS)
     sheet = sheet_file(tmp_path, ["careful", "demo_cxr", str(loop), "", ""])
     message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
-    assert message.startswith(f"sheet {sheet}, row 1: path {loop} is a symlink loop")
+    assert message.startswith(f"sheet {sheet}, row 1 (line 2): path {loop} is a symlink loop")
     dangling = tmp_path / "dangling.json"
     dangling.symlink_to(tmp_path / "gone.json")
     assert f"is a symlink to {tmp_path / 'gone.json'}, which does not exist" in str(

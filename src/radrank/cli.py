@@ -5,6 +5,7 @@ Run it in the radrank checkout (the folder with the ``Snakefile``; ``-C DIR`` po
     radrank run [--route auto|here|venv|conda] [--slurm] [--envs LIST] [--torch V] [SNAKEMAKE ARGS ...]
     radrank status [--configfile FILE ...]
     radrank results [--configfile FILE ...]
+    radrank clean [-n] [--configfile FILE ...]
     radrank cache info|prune [--max-gb N] [--older-than-days D] [--dry-run] [--configfile FILE ...]
 
 ``run`` chooses how the rules find their packages (``--route``):
@@ -43,6 +44,7 @@ DEFAULT_CONFIG = Path("config") / "config.yaml"
 SLURM_PROFILE = "profiles/slurm"
 REPORT_FILES = ("results/report/report.md", "results/report/report.html")
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
+REPORT_FILES_NAMES = tuple(Path(p).name for p in REPORT_FILES)
 
 
 class CliError(Exception):
@@ -283,28 +285,111 @@ def job_table(dry_run_output: str) -> list[str]:
     return []
 
 
+# results/<folder>/<dataset>/<split>/ of each dataset x split (and of each meta-evaluation set's pairs); the
+# leaderboards, report pages and case sets are files named by dataset and split (radrank.jobs, rules/common.smk)
+GROUP_FOLDERS = ("pairs", "scores", "stats", "summary")
+PER_MODEL = ("pairs", "scores", "summary")  # <split>/<model>.parquet, .drops.csv or <model>/
+INDEX_PAGE = Path(REPORT_FILES[1])
+
+
+def report_pages_linked(index: Path = INDEX_PAGE) -> set[str]:
+    """The group pages a built report index links to: the datasets x splits it covers."""
+    import re
+
+    try:
+        text = index.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return set(re.findall(r'href="([^"#/?:]+\.html)"', text)) - {index.name}
+
+
+def foreign_outputs(plan) -> list[Path]:
+    """What in results/ this config does not produce: the leaderboards, report pages and per-group folders of
+    datasets x splits (or meta-evaluation sets, or models) it does not have — another sheet's, left by an
+    earlier run. The report's figures are rebuilt whole with the report; results/mrscore and generated
+    reports are left alone."""
+    from radrank import metaeval
+
+    groups = set(plan.groups())
+    expected = set(expected_results(plan))
+    found = [p for p in Path("results/leaderboard").glob("*.csv") if p not in expected]
+    found += [p for p in Path(REPORT_FILES[1]).parent.glob("*.html") if p not in expected]
+    sets = {metaeval.dataset_name(name) for name in plan.metaeval_sets}
+    for folder in GROUP_FOLDERS:
+        for dataset in sorted(p for p in Path("results", folder).glob("*") if p.is_dir()):
+            if dataset.name.startswith(metaeval.DATASET_PREFIX):
+                if dataset.name not in sets:
+                    found.append(dataset)
+                continue
+            splits = [p for p in sorted(dataset.iterdir()) if p.is_dir()]
+            if not any((dataset.name, p.name) in groups for p in splits):
+                found.append(dataset)  # none of its splits: the dataset's folder
+                continue
+            for split in splits:
+                if (dataset.name, split.name) not in groups:
+                    found.append(split)
+                    continue
+                if folder not in PER_MODEL:
+                    continue
+                models = set(plan.models_for(dataset.name, split.name))
+                found += [p for p in sorted(split.iterdir()) if not p.name.startswith(".")
+                          and p.name.split(".", 1)[0] not in models]  # a model no longer in the sheet
+    for cases in sorted(Path("results/cases").glob("*/*.parquet")):
+        if (cases.parent.name, cases.stem) not in groups:
+            found.append(cases)
+    found += [p for p in sorted(Path("results/metaeval").glob("*")) if p.is_dir() and p.name not in
+              plan.metaeval_sets]
+    return sorted(dict.fromkeys(found))
+
+
 def results(ns, args: list[str]) -> int:
     plan = load_plan(config_files(args))
     expected = expected_results(plan)
     n_report = len(expected_report_files(plan))
     print(f"Leaderboards ({len(expected) - n_report}: one per dataset x split of this config) and the "
           f"report ({n_report} files: index, summary and a page per dataset x split):")
+    pages = {p.name for p in expected_report_files(plan)[len(REPORT_FILES):]}
+    linked = report_pages_linked()
     missing = 0
     for path in expected:
-        if path.is_file():
-            print(f"  {path.resolve()}")
-        else:
+        if not path.is_file():
             missing += 1
             print(f"  {path.resolve()}  (not built yet)")
-    others = sorted(set(Path("results/leaderboard").glob("*.csv")) - set(expected))
-    if others:
-        print("Other leaderboards in results/leaderboard (not in this config):")
-        for path in others:
+        elif path.parent == INDEX_PAGE.parent and path.name in REPORT_FILES_NAMES and linked != pages:
+            # built by a run of another config: its pages are not this config's datasets x splits
+            print(f"  {path.resolve()}  (of another config: it covers {', '.join(sorted(linked)) or 'no page'}, "
+                  f"this config has {', '.join(sorted(pages))}; radrank run rebuilds it)")
+        else:
             print(f"  {path.resolve()}")
+    others = foreign_outputs(plan)
+    if others:
+        print(f"Not of this config ({len(others)}: another sheet's datasets x splits, models or meta-evaluation "
+              "sets; `radrank clean` removes them, `radrank clean -n` lists them first):")
+        for path in others:
+            print(f"  {path.resolve()}{'/' if path.is_dir() else ''}")
     print(f"Per-model summaries: {Path('results/summary').resolve()}/<dataset>/<split>/<model>/; "
           f"per-sample scores: {Path('results/scores').resolve()}; drops: results/pairs/**/*.drops.csv")
     if missing:
         print(f"{missing} of the {len(expected)} files this config expects are not built yet: radrank run")
+    return 0
+
+
+def clean(ns, args: list[str]) -> int:
+    """Removes what :func:`foreign_outputs` lists (``--dry-run``: lists it)."""
+    import shutil
+
+    plan = load_plan(config_files(args))
+    others = foreign_outputs(plan)
+    if not others:
+        print("Nothing to remove: everything in results/ is of this config")
+        return 0
+    print(f"{'Would remove' if ns.dry_run else 'Removing'} {len(others)} output(s) this config does not produce:")
+    for path in others:
+        print(f"  {path.resolve()}{'/' if path.is_dir() else ''}")
+        if not ns.dry_run:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    if not ns.dry_run and report_pages_linked() != {p.name for p in expected_report_files(plan)[len(REPORT_FILES):]}:
+        print("The report index covers other datasets x splits: radrank run rebuilds it")
     return 0
 
 
@@ -388,7 +473,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--torch", help="venv route: torch build, cpu | cuda | cuXYZ | auto")
     sub.add_parser("status", help="for the checkout it runs in: which environments are built, how many of the "
                    "leaderboards and report files this config expects exist, what would run", allow_abbrev=False)
-    sub.add_parser("results", help="where the leaderboards and the report are", allow_abbrev=False)
+    sub.add_parser("results", help="where the leaderboards and the report are, and what in results/ this config "
+                   "does not produce", allow_abbrev=False)
+    k = sub.add_parser("clean", help="remove what in results/ this config does not produce (another sheet's "
+                       "leaderboards, pages and per-group outputs)", allow_abbrev=False)
+    k.add_argument("-n", "--dry-run", action="store_true", help="list what would be removed, remove nothing")
     c = sub.add_parser("cache", help="the per-pair score cache (score_cache.dir): what it holds, and bound it",
                        allow_abbrev=False)
     c.add_argument("action", choices=("info", "prune"),
@@ -409,7 +498,8 @@ def main(argv=None) -> int:
         root = workflow_dir(ns.directory)
         os.chdir(root)
         with use_checkout(root):  # its envs/ and .venvs, whichever checkout this command was installed from
-            return {"run": run, "status": status, "results": results, "cache": cache}[ns.command](ns, rest)
+            return {"run": run, "status": status, "results": results, "clean": clean,
+                    "cache": cache}[ns.command](ns, rest)
     except (CliError, RadrankError) as e:
         say(f"error: {e}")
         return 2

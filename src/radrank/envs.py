@@ -747,7 +747,7 @@ _STOP_SIGNAL_NAMES = ("SIGTERM", "SIGINT", "SIGHUP")
 def output_mode(args: list[str], environ=None) -> str:
     """How a snakemake run's console output is shown: ``raw`` (a dry run, a listing... or the user's own
     --quiet: as Snakemake prints it), ``verbose`` (RADRANK_VERBOSE=1 or --verbose: Snakemake's whole output, then
-    the summary) or ``quiet`` (the default: a few lines per stage, the failures, the summary)."""
+    the summary) or ``quiet`` (the default: a line per stage as it completes, the failures, the summary)."""
     environ = os.environ if environ is None else environ
     for arg in args:
         if arg == "--":
@@ -922,6 +922,7 @@ class SnakemakeConsole:
         self.exception_type = None  # and its type
         self.error_record = None  # the last "ERROR name: line" a job logged
         self.last_shown = None  # the last line shown as it came (a message of Snakemake's or of the workflow)
+        self.last_written = None  # the last line written, whatever wrote it
         self.nothing_to_do = False
         self.said_stopped = False
         self.stop_signal = None
@@ -938,6 +939,7 @@ class SnakemakeConsole:
             return
         try:
             self.out.write(line + "\n")
+            self.last_written = line
             self.out.flush()
         except (BrokenPipeError, ValueError, OSError):
             self.broken = True  # `| head`: the run goes on, unseen
@@ -1096,12 +1098,11 @@ class SnakemakeConsole:
             self.running[value] = (rule, time.monotonic())
             self.job_rule[value] = rule
             stage = _stage(rule)
+            # a stage's start is not printed: stages overlap (one dataset's leaderboard starts while another's
+            # ingest runs), so the lines are the stages' ends, in the order they complete, and a long silence
+            # says what is running (:meth:`tick`)
             if stage not in self.stage_since and rule != "all":
                 self.stage_since[stage] = time.monotonic()
-                if self.mode == "quiet":
-                    n = self.stage_jobs.get(stage)
-                    jobs = f"{n} job{'' if n == 1 else 's'}" if n else "jobs"
-                    self.say(f"{self.counter()}{stage}: {jobs} started")
 
     def _job_failed(self) -> None:
         rule, log_path = self.error.get("rule", "?"), self.error.get("log")
@@ -1113,9 +1114,13 @@ class SnakemakeConsole:
         self.exception_type = None
         self.exception_line = self.error_record = None
         self.error = {}
+        before = [f[1] for f in self.failures if not _STOPPED_LINE.search(f[1])]
         self.failures.append((rule, line, log_path))
         if self.mode == "quiet" and not _STOPPED_LINE.search(line):
-            self.say(f"{self.counter()}FAILED: {line}" + (f" (log: {log_path})" if log_path and log_path not in line
+            # the first failure's line ends the output (:meth:`finish`): said once, there; a later one's here
+            said = (f"rule {rule}" if not before else f"rule {rule}, the same error" if line == before[0]
+                    else line)
+            self.say(f"{self.counter()}FAILED: {said}" + (f" (log: {log_path})" if log_path and log_path not in said
                                                           else ""))
 
     def _logged_error(self, log_path) -> str | None:
@@ -1198,6 +1203,8 @@ class SnakemakeConsole:
             last = (self.error_record or self.last_shown or "").strip()
             last = last[len("radrank: "):] if last.startswith("radrank: ") else last
             why = f": {last}" if last else f" (exit status {code})"
+            if not self.error_record and self.last_shown and self.last_written == self.last_shown:
+                why = ": the error above"  # the line just shown, said once
             self.say(f"the run failed{'' if self.job_rule else ' before its jobs ran'}{why}")
             if self.snakemake_log:
                 self.say(f"open the run's log: {self.snakemake_log}")
@@ -1227,7 +1234,7 @@ work (MODULEPATH, BASH_ENV), and runs the core venv's snakemake with --sdm env-m
 the arguments choose a deployment method. Everything else goes to snakemake, e.g.
   python3 src/radrank/envs.py snakemake --cores 2
   python3 src/radrank/envs.py snakemake --workflow-profile profiles/slurm
-A run prints a few lines per stage, then the report and leaderboards (or the failure and the log to
+A run prints a line per stage as it completes, then the report and leaderboards (or the failure and the log to
 open); RADRANK_VERBOSE=1 (or --verbose) shows Snakemake's whole output; a dry run, a listing or
 --quiet goes through as Snakemake prints it. SIGTERM / Ctrl-C stop the run within seconds."""
 

@@ -200,8 +200,9 @@ class Plan:
         config = self.config
         sheet = read_sheet(self.base_dir / config["submissions"], SHEET_COLUMNS, SHEET_OPTIONAL)
         splits = tuple(config["splits"])
-        for i, row in enumerate(sheet.to_dict("records"), start=1):
-            where = f"sheet {config['submissions']}, row {i}"
+        for i, (row, line) in enumerate(zip(sheet.to_dict("records"), sheet.attrs["lines"]), start=1):
+            # the data row and the file's line (what an editor shows: they differ after '#' or blank lines)
+            where = f"sheet {config['submissions']}, row {i} (line {line})"
             for col in ("model", "dataset"):
                 problem = name_problem(row[col])
                 if problem:

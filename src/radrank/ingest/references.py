@@ -35,6 +35,7 @@ from radrank.ingest import casesets
 
 MISMATCH_POLICIES = ("error", "drop")
 SHOWN_CHARS = 80  # of each text in a mismatch message
+CONTEXT_CHARS = 30  # either side of the first difference of two texts in a mismatch message
 
 
 def id_key(case_id: str) -> str:
@@ -51,11 +52,27 @@ def _shown(text: str) -> str:
 
 
 def _how_they_differ(a: str, b: str) -> str:
+    where = _first_difference(a, b)
     if " ".join(a.split()) == " ".join(b.split()):
-        return " (they differ only in whitespace, which changes the tokens BLEU and ROUGE count)"
+        return f" (they differ only in whitespace, which changes the tokens BLEU and ROUGE count; {where})"
     if unicodedata.normalize("NFKC", a) == unicodedata.normalize("NFKC", b):
-        return " (they differ only in Unicode normalisation)"
-    return ""
+        return f" (they differ only in Unicode normalisation; {where})"
+    return f" ({where})"
+
+
+def _first_difference(a: str, b: str) -> str:
+    """Where two different texts first part: the position, both lengths and the text around it in each (the
+    excerpts of :func:`_shown` are the texts' starts, identical when the texts differ near their end)."""
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, at - CONTEXT_CHARS)
+
+    def around(text: str) -> str:
+        part = text[start:at + CONTEXT_CHARS]
+        shown = repr(part.encode("utf-8", "backslashreplace").decode("utf-8"))
+        return ("…" if start else "") + shown + ("…" if at + CONTEXT_CHARS < len(text) else "")
+
+    return (f"first difference at character {at + 1}, lengths {len(a)} and {len(b)}: {around(a)} against "
+            f"{around(b)}")
 
 
 def read_canonical(path, split: str, *, ref_section: str, missing_section: str = "drop") -> dict:

@@ -57,7 +57,7 @@ class GroupPage:
     html: str
     figures: dict  # relative file name -> SVG text
     markdown: list
-    glance: str  # the index's section for this group (HTML)
+    glance_parts: tuple  # the index's section for this group (HTML): before, "ranked by …" and after it
     overview: list  # the index's overview row: models, ranked by, best
     rank_leaf: str
     stats_row: list
@@ -67,6 +67,15 @@ class GroupPage:
     @property
     def title(self) -> str:
         return f"{self.dataset} — {self.split}"
+
+    @property
+    def glance(self) -> str:
+        return "".join(self.glance_parts)
+
+    def glance_html(self, ranking_said: bool) -> str:
+        """The section, without its "ranked by …" when the index says it once for every leaderboard."""
+        before, ranked, after = self.glance_parts
+        return before + ("" if ranking_said else ranked) + after
 
 
 @dataclass
@@ -105,13 +114,16 @@ def _nav(nav: list, current: str | None, sub: list, metaeval: bool) -> str:
             + f"<li><a href=\"{INDEX}#provenance\">Provenance</a></li></ul>")
 
 
-def _glance(group: Group, page: str) -> str:
+def _glance(group: Group, page: str) -> tuple:
+    """(before, the "ranked by …" clause, after) of the index's section: the index leaves the clause out when one
+    sentence above the tables says it for every leaderboard (:func:`render_index`)."""
     table, left_out = sections.glance_table(group)
     base = slug(group.dataset, group.split)
     more = (f" {left_out} more models on its page." if left_out else "")
     return (f"<section id=\"{base}\"><h3>{esc(group.dataset)} — {esc(group.split)}</h3>"
-            f"<p>{len(group.order)} models, ranked by {esc(group.board['Ranked by'].iloc[0])}.{esc(more)} "
-            f"<a href=\"{esc(page)}\">Open the full page</a>: every model and metric, rank uncertainty, "
+            f"<p>{len(group.order)} models",
+            f", ranked by {esc(group.board['Ranked by'].iloc[0])}",
+            f".{esc(more)} <a href=\"{esc(page)}\">Open the full page</a>: every model and metric, rank uncertainty, "
             "estimates, every paired comparison, metric agreement, distributions, the worst and best cases, "
             "drop lists and provenance.</p>" + table.html() + "</section>")
 
@@ -140,7 +152,7 @@ def render_group(group: Group, *, level: float, n_cases: int = 5, link_base: str
            f"{len(html.encode()) / 1e6:.2f} MB")
     return GroupPage(dataset=group.dataset, split=group.split, page=page, html=html,
                      figures={name: visible(svg) for name, svg in part.figures.items()},
-                     markdown=part.markdown, glance=_glance(group, page),
+                     markdown=part.markdown, glance_parts=_glance(group, page),
                      overview=[len(group.order), str(board["Ranked by"].iloc[0]), "; ".join(best)],
                      rank_leaf=group.rank_leaf, stats_row=stats_row, metric_rows=metric_rows, log=log)
 
@@ -192,17 +204,23 @@ def render_index(pages: list, *, bootstrap: dict, empty_hypothesis: str, metaeva
             metric_rows.setdefault(key, []).extend(files)
     parts.append(sections.provenance_part([p.stats_row for p in pages], metric_rows))
 
-    overview = Table(["Dataset", "Split", "Models", "Ranked by", "Rank 1", "Page"],
-                     [[p.dataset, p.split, Cell(p.overview[0], p.overview[0]), Cell(p.overview[1], cls="wrap"),
-                       Cell(p.overview[2] or "—", cls="wrap"),
-                       Cell(f"<a href=\"{esc(p.page)}\">{esc(p.page)}</a>", raw=True)] for p in pages],
-                     text_columns=(0, 1, 3, 4, 5))
+    # The ranking sentence once: when every leaderboard is ranked alike, one line under the overview says it
+    # (not a column repeating it in each row, and again above each table at a glance)
+    rankings = list(dict.fromkeys(p.overview[1] for p in pages))
+    one_ranking = len(rankings) == 1
+    rows = [[p.dataset, p.split, Cell(p.overview[0], p.overview[0]),
+             *([] if one_ranking else [Cell(p.overview[1], cls="wrap")]), Cell(p.overview[2] or "—", cls="wrap"),
+             Cell(f"<a href=\"{esc(p.page)}\">{esc(p.page)}</a>", raw=True)] for p in pages]
+    overview = (Table(["Dataset", "Split", "Models", "Rank 1", "Page"], rows, text_columns=(0, 1, 3, 4))
+                if one_ranking else
+                Table(["Dataset", "Split", "Models", "Ranked by", "Rank 1", "Page"], rows, text_columns=(0, 1, 3, 4, 5)))
+    ranking = (f"<p>Every leaderboard is ranked by {esc(rankings[0])}.</p>" if one_ranking else "")
     body = ("<section id=\"overview\"><h1>radrank report</h1>"
             f"<p>{esc(intro)}</p><p>One page per dataset × split holds its plots, every paired comparison, the worst "
             "and best cases per model, the drop lists and its provenance; this page shows each leaderboard at a "
-            "glance.</p>" + overview.html() + "</section>"
+            "glance.</p>" + overview.html() + ranking + "</section>"
             "<section id=\"leaderboards\"><h2>Leaderboards at a glance</h2>"
-            + "".join(p.glance for p in pages) + "</section>"
+            + "".join(p.glance_html(one_ranking) for p in pages) + "</section>"
             + "".join("".join(part.html) for part in parts))
     items = ["<li><a href=\"#overview\">Overview</a></li>",
              "<li><a href=\"#leaderboards\">Leaderboards</a><ul>"

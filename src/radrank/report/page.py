@@ -18,7 +18,8 @@ institutions, URLs, case ids, report texts, judges' answers), so:
   autolink (no raw HTML, no ``<javascript:…>``), an ``&`` that would start an entity, backslashes,
   backticks and table bars, and the ``](`` / ``][`` of link syntax, so a text never becomes HTML,
   a link or an image;
-  the only links are the report's own (:func:`md_link`), to http(s) URLs only — any other URL
+  the only links are the report's own (:func:`md_link`, and in the HTML :func:`html_link`: a model's
+  name to its URL, ``rel="noopener noreferrer"``), to http(s) URLs only — any other URL
   (``javascript:``, ``data:``, ``file:``) is shown as text, unlinked.
 """
 
@@ -200,6 +201,14 @@ def safe_url(url) -> str | None:
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         return None
     return quote(text, safe="/:?#[]@!$&*+,;=%-._~")
+
+
+def html_link(inner: str, url) -> str:
+    """``inner`` (HTML, already escaped) as a link to ``url`` when it is http(s) (:func:`safe_url`), opened
+    without the report as its opener or referrer; ``inner`` alone otherwise. Navigating is the only way the
+    page reaches out: the content security policy still forbids every fetch."""
+    href = safe_url(url)
+    return inner if href is None else f'<a href="{esc(href)}" rel="noopener noreferrer">{inner}</a>'
 
 
 def md_link(text, url) -> str:

@@ -13,8 +13,8 @@ from radrank import metrics
 from radrank.leaderboard import META_COLUMNS, rexrank_columns
 from radrank.report import figures
 from radrank.report.data import Group
-from radrank.report.page import (MISSING, PAGE_ROWS, Cell, Table, count, details, esc, figure, is_missing, md_link,
-                                 md_text, num, percent, pval, slug)
+from radrank.report.page import (MISSING, PAGE_ROWS, Cell, Table, count, details, esc, figure, html_link,
+                                 is_missing, md_link, md_text, num, percent, pval, slug)
 from radrank.stats import ranks
 
 HEADLINE_LIMIT = 8
@@ -104,7 +104,8 @@ def _flag(r) -> str:
 def _model_cell(r) -> Cell:
     """The display name, and the leaderboard's flag (e.g. too few cases scored to rank) as a visible marker."""
     flag = _flag(r)
-    text = esc(r["Model Name"]) + (f'<span class="flag">\u2691 {esc(flag)}</span>' if flag else "")
+    text = (html_link(esc(r["Model Name"]), r.get("Model URL"))
+            + (f'<span class="flag">\u2691 {esc(flag)}</span>' if flag else ""))
     return Cell(text, cls="nm", raw=True, md=md_link(r["Model Name"], r.get("Model URL")))
 
 
@@ -153,11 +154,32 @@ def leaderboard_table(group: Group) -> Table:
             _tied_cell(r.get("Tied with")),
             *[Cell(_value_ci(r[c], r.get(f"{c} CI low"), r.get(f"{c} CI high")), _number(r[c]), raw=True)
               for c in cols],
-            *[Cell(count(r.get(c)), _number(r.get(c))) for c in counts],
-            *[Cell(percent(r.get(c)) if c == "Coverage" else count(r.get(c)), _number(r.get(c))) for c in coverage],
+            *[Cell(count(r.get(c)), _number(r.get(c)), title=DROPPED_TIP if c == "Dropped" and _number(r.get(c)) > 0
+                   else None) for c in counts],
+            *[Cell(percent(r.get(c)) if c == "Coverage" else count(r.get(c)), _number(r.get(c)),
+                   title=COVERAGE_TIP if c == "Coverage" else None) for c in coverage],
         ])
         classes.append("flagged" if _flag(r) else "")
     return Table(header, rows, text_columns=(1, 3), row_classes=classes, cls="board", header_cls={0: "s0", 1: "s1"})
+
+
+# "Dropped 1 · Coverage 100 %" is no contradiction: the two count different sets of cases
+DROPPED_TIP = "cases of this submission listed as dropped in its drop file (Drop lists)"
+COVERAGE_TIP = ("share of the dataset's cases this model was scored on; a case without a usable reference is "
+                "dropped for every model and is not one of the dataset's cases")
+
+
+def dropped_note(group: Group, base: str) -> str:
+    """Under the leaderboard, when a model has drops: why Dropped and Coverage can both be high, and the link to
+    the drop lists."""
+    board = group.board
+    if "Dropped" not in board.columns or not any(_number(v) > 0 for v in board["Dropped"]):
+        return ""
+    coverage = (" Coverage is the share of the dataset's cases a model was scored on: a case without a usable "
+                "reference (dropped for every model) is not one of the dataset's cases, so a model can show "
+                "Dropped 1 and Coverage 100%." if "Coverage" in board.columns else "")
+    return (f"<p class=\"note\">Dropped: the cases of each submission listed as dropped in its drop file.{coverage} "
+            f"Every dropped case, with its reason: <a href=\"#{base}-drops\">Drop lists</a>.</p>")
 
 
 def markdown_leaderboard(group: Group) -> Table:
@@ -533,7 +555,7 @@ def group_part(group: Group, *, level: float, n_cases: int, link_base: str | Non
                      f"line) are {level:.0%} percentile bootstrap intervals. Click a column header to sort.</p>")
     headline = headline_leaves(group)
     steps = {
-        "leaderboard": lambda: part.html.append(leaderboard_table(group).html()),
+        "leaderboard": lambda: part.html.append(leaderboard_table(group).html() + dropped_note(group, base)),
         "ranks": lambda: _rank_part(group, base, part),
         "forest": lambda: _forest_part(group, base, headline, part),
         "pairs": lambda: _comparison_part(group, base, level, part),
