@@ -157,7 +157,7 @@ def test_drill_down_cases_are_each_models_extremes_with_judges(layout, rendered)
             assert worst["hypothesis"] == pairs.loc[worst["sample_id"], "hypothesis"]
             assert worst["reference"] == pairs.loc[worst["sample_id"], "reference"]
         else:  # a case of the set the model has no pair for: scored as an empty report, no text of its own
-            assert worst["hypothesis"] is None
+            assert pd.isna(worst["hypothesis"])
         assert worst["radcliq_v1"] == values.set_index("sample_id").loc[worst["sample_id"], "radcliq_v1"]
     assert "<b>GREEN</b> matched findings" in html and "judge's analysis" in html
     assert "<b>CRIMSON</b> false findings: pneumothorax (urgent)" in html
