@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from radrank import metrics
-from radrank.leaderboard import META_COLUMNS, rexrank_columns
+from radrank.leaderboard import CASE_SET_COLUMNS, META_COLUMNS, rexrank_columns
 from radrank.report import figures
 from radrank.report.data import Group
 from radrank.report.page import (MISSING, PAGE_ROWS, Cell, Table, count, details, esc, figure, html_link,
@@ -54,7 +54,7 @@ def _metric_columns(board) -> list[str]:
     import pandas as pd
 
     skip = {"Rank", *META_COLUMNS, *COUNT_COLUMNS, *COVERAGE_COLUMNS, "Ranked by", "rank_metric", "model",
-            *RANK_COLUMNS}
+            *RANK_COLUMNS, *CASE_SET_COLUMNS}  # the case-set counts are in the CSV, not metric columns
     return [c for c in board.columns if c not in skip and not str(c).endswith((" CI low", " CI high"))
             and pd.api.types.is_numeric_dtype(board[c]) and board[c].notna().any()]
 
