@@ -59,7 +59,13 @@ def test_example_leaderboards(example_run):
             assert col in board.columns
         # the metrics that were run only (leaderboard.columns: rexrank keeps ReXrank's whole set)
         assert not {"BertScore", "SembScore", "RadGraph", "1/RadCliQ-v1", "RaTEScore", "GREEN"} & set(board.columns)
-        assert (board["Coverage"] == 1.0).all() and board["Flag"].isna().all()
+        # every model is scored on the whole case set; coverage is the share it answered: demo_clinic's template
+        # CSV lacks one prediction (scored as empty, counted as missing), every other model answers every case
+        missing = {"demo_clinic_findings.csv": [0, 0, 1]}.get(name, [0, 0, 0])
+        assert list(board["Missing"]) == missing and (board["n"] == board["n"].iloc[0]).all()
+        assert list(board["Coverage"]) == [round(1 - k / board["n"].iloc[0], 3) for k in missing]
+        assert board["Flag"].isna().all() and (board["Outside set"] == 0).all()
+        assert board["Case set"].str.contains("the canonical references").all()
         assert board.loc[0, "Model Name"] == "Careful-CXR (fictional)"
         # three decimals, as ReXrank prints
         assert all(len(str(v).split(".")[-1]) <= 3 for v in board["BLEU"])
