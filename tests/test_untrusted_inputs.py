@@ -664,12 +664,12 @@ def test_a_submission_inside_the_runs_results_is_refused_at_load(workdir, tmp_pa
     try:
         sheet = sheet_file(tmp_path, ["careful", "demo_clinic", str(board), str(workdir / CSV_GT), "findings"])
         message = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
-        assert message == (f"sheet {sheet}, row 1: path {board} is inside results/, this workflow's own outputs: a "
+        assert message == (f"sheet {sheet}, row 1 (line 2): path {board} is inside results/, this workflow's own outputs: a "
                            "run's output as its input would make the run depend on itself; copy the file out of "
                            "results/ first")
         sheet = sheet_file(tmp_path, ["careful", "demo_clinic", str(workdir / CSV_SUB), str(board), "findings"])
         assert plan_error(workdir, tmp_path, monkeypatch, submissions=sheet).startswith(
-            f"sheet {sheet}, row 1: reference_path {board} is inside results/")
+            f"sheet {sheet}, row 1 (line 2): reference_path {board} is inside results/")
     finally:
         board.unlink()
 
