@@ -80,12 +80,13 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
     models = sorted(summary["model"].unique())
     covered = coverage.set_index("model") if coverage is not None else None
     ranked = [m for m in models if covered is None or bool(covered.loc[m, "ranked"])]
-    key = [by.loc[(m, rank_leaf), "estimate"] for m in ranked]
-    # NaN estimates rank last; ties share the best rank (the same rule ranks every resample).
-    ranks = dict(zip(ranked, competition_ranks(key, higher_is_better=not ascending)))
     if rank_summary is not None and len(rank_summary):
         # the rank its interval qualifies: the ranked models' point estimates on the cases they all rest on
         ranks = {m: int(r) for m, r in zip(rank_summary["model"], rank_summary["rank"])}
+    else:
+        # NaN estimates rank last; ties share the best rank (the same rule ranks every resample).
+        key = [by.loc[(m, rank_leaf), "estimate"] for m in ranked]
+        ranks = dict(zip(ranked, competition_ranks(key, higher_is_better=not ascending)))
     # the unranked ones in the same order among themselves, after every ranked model
     unranked = [m for m in models if m not in ranks]
     order_unranked = dict(zip(unranked, competition_ranks([by.loc[(m, rank_leaf), "estimate"] for m in unranked],
