@@ -9,8 +9,9 @@ Two kinds of namespace, filled with packs of ``--pack-rows`` entries (one group 
 Printed per namespace: store entries/s (reference in the same run: ``pyarrow.parquet.write_table`` of the
 same tables to a scratch file, no fsync), lookup of ``--lookup`` digests (90 % present) in a fresh process
 (cold: the digest columns read) and again (warm: the per-process memo), each against the naive way measured
-in the same run (read every pack whole, concatenate, deduplicate, merge), compaction of the packs into few,
-and MB on disk per million entries. Also: pair_digests throughput over synthetic ReXrank-like pairs.
+in the same run (read every pack whole, concatenate, deduplicate, merge; no checks), the time the checksum
+checks of a cold lookup take (every pack's bytes read and hashed), compaction of the packs into few, and MB on disk per
+million entries. Also: pair_digests throughput over synthetic ReXrank-like pairs.
 
 Usage: python benchmarks/score_cache.py [--entries 100000 1000000] [--judge-entries 200000]
                                         [--pack-rows 100000] [--lookup 100000]
@@ -64,6 +65,10 @@ def naive_lookup(folder: Path, wanted) -> pd.DataFrame:
     return pd.DataFrame({"digest": pd.unique(np.asarray(wanted, dtype=object))}).merge(every, on="digest")
 
 
+def check_pack(path: Path, secret: bytes) -> None:
+    sc._read_checked(path, secret)
+
+
 def timed(fn):
     start = time.perf_counter()
     out = fn()
@@ -89,15 +94,16 @@ def bench(kind: str, entries: int, args, pairs: pd.DataFrame, pairs_digests: np.
     present = rng.choice(digests, size=min(args.lookup, entries), replace=False)
     wanted = np.concatenate([present[: int(len(present) * 0.9)], pairs_digests[-int(len(present) * 0.1):]])
     sc._INDEXES.clear()
-    sc._PACK_DIGESTS.clear()
+    sc._PACKS.clear()
     cold_s, found = timed(lambda: ns.lookup(wanted))
     warm_s, _ = timed(lambda: ns.lookup(wanted))
     naive_s, expected = timed(lambda: naive_lookup(ns.dir, wanted))
     pd.testing.assert_frame_equal(found, expected, check_exact=True, check_dtype=False)
     compact_s, _ = timed(lambda: sc.prune(root, compact_min_packs=2))
     packs_after = len(ns.packs())
+    check_s = sum(timed(lambda p=p: check_pack(p, ns.secret))[0] for p in ns.dir.glob("pack-*.parquet"))
     sc._INDEXES.clear()
-    sc._PACK_DIGESTS.clear()
+    sc._PACKS.clear()
     compacted_s, _ = timed(lambda: ns.lookup(wanted))
     print(f"{kind}-like, {entries:,d} entries in {len(chunks)} packs of {args.pack_rows:,d}:")
     print(f"  store   {entries / store_s:12,.0f} entries/s  ({store_s:.2f} s; plain parquet write "
@@ -105,6 +111,8 @@ def bench(kind: str, entries: int, args, pairs: pd.DataFrame, pairs_digests: np.
     print(f"  lookup  {len(wanted):,d} digests ({len(found):,d} found): cold {cold_s:.2f} s "
           f"({len(wanted) / cold_s:,.0f}/s), warm {warm_s:.2f} s; naive read-all-and-merge {naive_s:.2f} s "
           f"(x{naive_s / cold_s:.1f} the cold lookup)")
+    print(f"  checks  hashing every pack's bytes (part of the cold lookup) {check_s:.2f} s = "
+          f"{on_disk / check_s / 1e6:,.0f} MB/s")
     print(f"  compact {len(chunks)} packs -> {packs_after} in {compact_s:.2f} s; cold lookup after it "
           f"{compacted_s:.2f} s")
     print(f"  on disk {on_disk / 1e6:.1f} MB = {on_disk / entries:.1f} B/entry = "

@@ -13,6 +13,7 @@ def hermetic_score_cache(tmp_path_factory, monkeypatch):
     would otherwise hide whether this one scores it. Tests of the caches set their own."""
     monkeypatch.setenv("RADRANK_SCORE_CACHE", str(tmp_path_factory.mktemp("score-cache")))
     monkeypatch.setenv("RADRANK_JUDGE_CACHE", str(tmp_path_factory.mktemp("judge-cache")))
+    monkeypatch.delenv("RADRANK_SCORE_CACHE_SECRET_FILE", raising=False)  # the machine's secret keys nothing here
 
 
 @pytest.fixture

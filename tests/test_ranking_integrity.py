@@ -67,10 +67,12 @@ def hardest(n: int) -> list:
 
 
 def run_group(tmp: Path, subs: dict, *, canonical: bool = True, on_mismatch: str = "error",
-              missing_cases: str = "score_as_empty", min_coverage: float = 0.9, formats: dict | None = None):
+              missing_cases: str = "score_as_empty", min_coverage: float = 0.9, formats: dict | None = None,
+              metric: str = "bleu2", leaf: str = "bleu2", cache=None):
     """The leaderboard (indexed by model) of one dataset × split built by the workflow's jobs from ``subs``
     ({model: ReXrank JSON dict, or a (pairs DataFrame) for a parquet submission, or (predictions CSV rows,
-    ground-truth CSV rows) for a CSV pair}), and the group's accounting."""
+    ground-truth CSV rows) for a CSV pair}), the group's accounting and the per-case ``leaf`` scores (``metric``
+    scored with the score cache ``cache``)."""
     files = jobs.Files
     root = tmp / "run"
     inputs = root / "in"
@@ -101,24 +103,24 @@ def run_group(tmp: Path, subs: dict, *, canonical: bool = True, on_mismatch: str
     jobs.Cases(dataset=DATASET, split=SPLIT, models=tuple(models), missing_section="drop", ref_section="findings").run(
         files(pairs=[pairs[m] for m in models], drops=[drops[m] for m in models], **canon),
         files(cases=cases, accounting=accounting, accounting_csv=str(root / "cases.accounting.csv")))
-    scores = [str(root / f"scores/{m}/bleu2.parquet") for m in models]
-    jobs.ScoreGroup.of("bleu2", models, dataset=DATASET, split=SPLIT).run(
+    scores = [str(root / f"scores/{m}/{metric}.parquet") for m in models]
+    jobs.ScoreGroup.of(metric, models, dataset=DATASET, split=SPLIT, cache=cache).run(
         files(pairs=[pairs[m] for m in models], cases=cases), files(scores=scores))
     stats = root / "stats"
-    jobs.Bootstrap(dataset=DATASET, split=SPLIT, models=tuple(models), metrics=("bleu2",), n=300, seed=0, level=0.95,
-                   rank_by="bleu2", fallback_rank_by="bleu2", min_coverage=min_coverage, min_common_cases=10,
+    jobs.Bootstrap(dataset=DATASET, split=SPLIT, models=tuple(models), metrics=(metric,), n=300, seed=0, level=0.95,
+                   rank_by=leaf, fallback_rank_by=leaf, min_coverage=min_coverage, min_common_cases=10,
                    missing_cases=missing_cases).run(
         files(scores=scores, drops=[drops[m] for m in models], cases=cases, accounting=accounting),
         files(**stats_outputs(stats), model_files=str(root / "summary")))
     board_path = root / "board.csv"
-    jobs.Leaderboard(dataset=DATASET, split=SPLIT, models=tuple(models), rank_by="bleu2", fallback_rank_by="bleu2",
+    jobs.Leaderboard(dataset=DATASET, split=SPLIT, models=tuple(models), rank_by=leaf, fallback_rank_by=leaf,
                      decimals=6, level=0.95).run(
         files(summary=stats / "summary.parquet", rank_replicates=stats / "rank_replicates.parquet",
               coverage=stats / "coverage.parquet", comparisons=stats / "comparisons.parquet",
               drops=[drops[m] for m in models]),
         files(board=str(board_path), ranks=str(stats / "ranks.parquet")))
     board = io.read_csv(board_path, keep_default_na=True).set_index("model")
-    per_case = {m: pd.read_parquet(p).set_index("sample_id")["bleu2"] for m, p in zip(models, scores)}
+    per_case = {m: pd.read_parquet(p).set_index("sample_id")[leaf] for m, p in zip(models, scores)}
     return board, pd.read_parquet(accounting), per_case
 
 
@@ -307,3 +309,64 @@ def test_rank_lies_inside_rank_ci_over_random_case_patterns(policy):
             by_mean = ranks.competition_ranks(result.summary.set_index("model").loc[ranked, "estimate"].to_numpy(),
                                               True)
             assert list(board.loc[ranked, "Rank"]) == list(by_mean), (trial, shown)
+
+
+# --- the score cache ------------------------------------------------------------------------------------
+
+
+def poison(pack: Path, digests, *, secret: bytes | None = None, older: bool = False, truncate: bool = False) -> Path:
+    """What a submitter with write access to a shared cache does: every score of its own pairs set to 1.0, the pack
+    rewritten in place, or beside it under an older name (the oldest copy of an entry answers), with the checksum
+    a forger computes from radrank's code (``secret``: the one it guesses), or just truncated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from radrank import score_cache as sc
+
+    if truncate:
+        pack.write_bytes(pack.read_bytes()[:100])
+        return pack
+    table = pq.read_table(pack)
+    mine = pd.Series(table.column("digest").to_pylist()).isin(set(digests)).to_numpy()
+    for name in ("rouge1", "rouge2", "rougeL"):
+        values = np.where(mine, 1.0, table.column(name).to_numpy())
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(values))
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data = sink.getvalue().to_pybytes()
+    target = pack
+    if secret is not None or older:
+        stem = f"pack-{1 if older else int(pack.name.split('-')[1]):020d}-{'0' * 12}"
+        check = sc._checksum(secret or b"", pack.parent.name, stem, [data]) if secret is not None else "0" * 32
+        target = pack.parent / f"{stem}-{check}.parquet"
+    target.write_bytes(data)
+    return target
+
+
+@pytest.mark.parametrize("how", ["overwritten", "older_name", "forged_checksum", "truncated"])
+def test_a_poisoned_or_damaged_score_cache_pack_gains_its_author_nothing(tmp_path, monkeypatch, caplog, how):
+    from radrank import score_cache as sc
+    from radrank.scoring import pair_keys
+
+    rouge = metrics.get("rouge")
+    monkeypatch.setattr(type(rouge), "cache_scores", True)  # a model metric's path, in the core env
+    ids, careful, hasty = cases_with_findings(), predictions("careful"), predictions("hasty")
+    subs = {"honest": submission({c: careful[c] for c in ids}), "attacker": submission({c: hasty[c] for c in ids})}
+    secret = b"maintainers-only-" * 2 if how == "forged_checksum" else b""
+    cache = sc.ScoreCache(tmp_path / "shared-cache", secret=secret)
+    clean, _, clean_cases = run_group(tmp_path / "first", subs, metric="rouge", leaf="rougeL", cache=cache)
+    assert clean.loc["honest", "Rank"] == 1 and clean.loc["attacker", "Rank"] == 2
+    [pack] = list((tmp_path / "shared-cache").rglob("pack-*.parquet"))
+    attacker_pairs = pd.read_parquet(tmp_path / "first/run/pairs/attacker.parquet")
+    digests = pair_keys(rouge, rouge.settings(), attacker_pairs)
+    bad = poison(pack, digests, secret=b"" if how == "forged_checksum" else None, older=how == "older_name",
+                 truncate=how == "truncated")
+    for memo in (sc._INDEXES, sc._PACKS, sc._WARNED):  # the next run: new processes
+        memo.clear()
+    board, _, per_case = run_group(tmp_path / "second", subs, metric="rouge", leaf="rougeL", cache=cache)
+    assert board.loc["honest", "Rank"] == 1 and board.loc["attacker", "Rank"] == 2
+    for model in subs:  # the numbers of a clean run: the bad pack served nothing
+        pd.testing.assert_series_equal(per_case[model], clean_cases[model], check_exact=True)
+    pd.testing.assert_frame_equal(board, clean)
+    assert f"score cache: pack {bad}" in caplog.text and "not served" in caplog.text
+    assert "score cache pack(s) were not served" in caplog.text  # the job's own line

@@ -30,11 +30,11 @@ PAIRS = pd.DataFrame({"reference": ["No effusion.", "a|b", "a", None, "", "nan",
 @pytest.fixture(autouse=True)
 def fresh_memo():
     """Each test reads the cache as a new process would (the memo is per process, keyed by pack list)."""
-    sc._INDEXES.clear()
-    sc._PACK_DIGESTS.clear()
+    for memo in (sc._INDEXES, sc._PACKS, sc._WARNED):
+        memo.clear()
     yield
-    sc._INDEXES.clear()
-    sc._PACK_DIGESTS.clear()
+    for memo in (sc._INDEXES, sc._PACKS, sc._WARNED):
+        memo.clear()
 
 
 def scores_of(digests) -> pd.DataFrame:
@@ -153,14 +153,15 @@ def test_namespaces_are_separate_and_keys_must_be_json(tmp_path):
         cache.namespace({"weights": Path("x")})
 
 
-def test_a_pack_of_other_columns_or_types_is_refused(tmp_path):
-    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+def test_a_pack_of_other_columns_or_types_is_not_served(tmp_path, caplog):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY, columns=("f1",))
     ns.store(pd.DataFrame({"digest": ["a" * 32], "f1": [0.5]}), {})
-    with pytest.raises(sc.ScoreCacheError, match="types"):
-        ns.store(pd.DataFrame({"digest": ["b" * 32], "f1": ["0.5"]}), {})
-    with pytest.raises(sc.ScoreCacheError, match="columns"):
-        ns.store(pd.DataFrame({"digest": ["b" * 32], "f2": [0.5]}), {})
-    assert len(ns.packs()) == 1
+    ns.store(pd.DataFrame({"digest": ["b" * 32], "f1": ["0.5"]}), {})  # the metric's output changed, same identity
+    ns.store(pd.DataFrame({"digest": ["c" * 32], "f2": [0.5]}), {})
+    got = ns.lookup(["a" * 32, "b" * 32, "c" * 32])
+    assert got.digest.tolist() == ["a" * 32] and got.f1.tolist() == [0.5]
+    assert [reason.split(" ")[0:2] for _, reason in ns.skipped] == [["holds", "column"], ["holds", "columns"]]
+    assert "column types that do not fit" in caplog.text and "holds columns ['f2'], not ['f1']" in caplog.text
 
 
 def test_a_cache_that_cannot_be_written_never_fails_the_job(tmp_path, caplog):
@@ -170,6 +171,190 @@ def test_a_cache_that_cannot_be_written_never_fails_the_job(tmp_path, caplog):
     frame = scores_of(digests_of(3))
     assert ns.store(frame, {}) is None and "could not write" in caplog.text
     assert ns.lookup(frame.digest).empty
+
+
+# --- integrity: a pack is served only when it is the one that was written ------------------------
+
+
+def real_pack(tmp_path, secret=b""):
+    """A namespace holding one pack of 20 entries; (namespace, its frame, the pack's path)."""
+    ns = sc.ScoreCache(tmp_path, secret=secret).namespace(KEY, columns=("precision", "recall", "f1", "explanation"))
+    frame = scores_of(digests_of(20))
+    path = ns.store(frame, {"model": "real"})
+    return ns, frame, path
+
+
+def poisoned_bytes(path: Path) -> bytes:
+    """The pack's table with every score set to 1.0, written as a well-formed parquet file with its metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    for name in ("precision", "recall", "f1"):
+        table = table.set_column(table.schema.get_field_index(name), name, pa.array(np.ones(table.num_rows)))
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def forged_name(folder: Path, data: bytes, secret: bytes = b"", created: int = 1) -> Path:
+    """A valid pack name for ``data`` under ``secret``: what a forger running radrank's own code computes."""
+    stem = f"pack-{created:020d}-{'0' * 12}"
+    return folder / f"{stem}-{sc._checksum(secret, folder.name, stem, [data])}.parquet"
+
+
+def attack(kind: str, path: Path, tmp_path: Path) -> Path:
+    """Damage or poison the namespace of ``path`` one way; the path of the pack that should not be served."""
+    folder = path.parent
+    if kind == "overwritten":  # every score 1.0, written over the real pack under its name
+        path.write_bytes(poisoned_bytes(path))
+        return path
+    if kind == "older_name":  # a poisoned copy named older than the real pack (the oldest copy wins a duplicate)
+        target = folder / f"pack-{1:020d}-{'0' * 12}-{path.name.split('-')[3]}"
+        target.write_bytes(poisoned_bytes(path))
+        return target
+    if kind == "renamed":  # the real bytes under an older name: the checksum binds the name too
+        target = folder / f"pack-{1:020d}-{'0' * 12}-{path.name.split('-')[3]}"
+        target.write_bytes(path.read_bytes())
+        path.unlink()
+        return target
+    if kind == "unchecked_name":  # a pack of the layout without checksums
+        target = folder / f"pack-{1:020d}-{'0' * 12}.parquet"
+        target.write_bytes(poisoned_bytes(path))
+        return target
+    if kind == "foreign":  # a well-formed pack of another namespace (another metric's scores) copied in
+        other = sc.ScoreCache(tmp_path).namespace({**KEY, "metric": "other"})
+        stored = other.store(scores_of(digests_of(20)).assign(precision=1.0, recall=1.0, f1=1.0), {})
+        target = folder / stored.name.replace(stored.name.split("-")[1], f"{1:020d}")
+        target.write_bytes(stored.read_bytes())
+        return target
+    if kind == "truncated":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    elif kind == "random":
+        path.write_bytes(np.random.default_rng(0).bytes(path.stat().st_size))
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "folder":
+        path.unlink()
+        path.mkdir()
+        (path / "x").write_text("x")
+    elif kind == "symlink":
+        outside = tmp_path / "outside.parquet"
+        outside.write_bytes(poisoned_bytes(path))
+        path.unlink()
+        path.symlink_to(outside)
+    elif kind == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+    else:
+        raise ValueError(kind)
+    return path
+
+
+ATTACKS = ("overwritten", "older_name", "renamed", "unchecked_name", "foreign", "truncated", "random", "empty",
+           "folder", "symlink", "fifo")
+
+
+@pytest.mark.parametrize("kind", ATTACKS)
+def test_a_damaged_or_foreign_pack_is_skipped_named_and_never_served(tmp_path, caplog, kind):
+    ns, frame, path = real_pack(tmp_path)
+    bad = attack(kind, path, tmp_path)
+    sc._PACKS.clear(), sc._INDEXES.clear()  # a later job, in another process
+    got = ns.lookup(frame.digest)  # never raises
+    assert not len(got) or (got[["precision", "recall"]] != 1.0).all().all()  # not one poisoned score served
+    if kind in ("older_name", "unchecked_name", "foreign"):  # the real pack is still there and answers
+        pd.testing.assert_frame_equal(got, frame, check_exact=True)
+    else:  # the real pack is gone or damaged: every pair is a miss, scored again
+        assert got.empty
+    assert [p for p, _ in ns.skipped] == [bad]
+    assert str(bad) in caplog.text and "it is not served, its pairs are scored again" in caplog.text
+    assert ns.meta() in ({"model": "real"}, None)  # provenance never comes from the bad pack
+    # the job scores the misses and stores them: the next lookup serves the fresh pack, the bad one still skipped
+    ns.store(frame[~frame.digest.isin(got.digest)], {"model": "rescored"})
+    pd.testing.assert_frame_equal(ns.lookup(frame.digest).sort_values("digest").reset_index(drop=True),
+                                  frame.sort_values("digest").reset_index(drop=True), check_exact=True)
+
+
+def test_a_pack_edited_in_place_after_it_was_indexed_is_not_served(tmp_path, caplog):
+    ns, frame, path = real_pack(tmp_path)
+    pd.testing.assert_frame_equal(ns.lookup(frame.digest), frame)  # indexed and memoised in this process
+    data = poisoned_bytes(path)
+    with open(path, "r+b") as f:  # same inode, the mtime set back: only ctime and the bytes tell
+        st = os.stat(path)
+        f.write(data)
+        f.truncate()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert ns.lookup(frame.digest).empty and str(path) in caplog.text
+
+
+def test_with_a_secret_a_forger_without_it_writes_nothing_the_cache_serves(tmp_path, caplog):
+    secret = b"s" * 32
+    ns, frame, path = real_pack(tmp_path, secret)
+    data = poisoned_bytes(path)
+    forged = forged_name(path.parent, data)  # the checksum anyone can compute from radrank's code
+    forged.write_bytes(data)
+    pd.testing.assert_frame_equal(ns.lookup(frame.digest), frame, check_exact=True)  # the real pack answers
+    assert [p for p, _ in ns.skipped] == [forged] and "written without this cache's secret_file" in caplog.text
+    keyless = sc.ScoreCache(tmp_path).namespace(KEY, columns=ns.columns)  # no secret: the forgery is served
+    sc._INDEXES.clear()
+    assert (keyless.lookup(frame.digest).precision == 1.0).all()  # the limit docs/bad-input.md states
+    assert len(keyless.skipped) == 1 and keyless.skipped[0][0] == path  # and the real pack fails without the key
+
+
+def test_the_secret_file_is_checked(tmp_path, monkeypatch):
+    from radrank.errors import ConfigError
+
+    monkeypatch.delenv(sc.SECRET_ENV_VAR, raising=False)
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"  " + b"k" * 20 + b"\n")
+    for mode, ok in ((0o600, True), (0o640, True), (0o644, False), (0o660, False), (0o606, False)):
+        secret.chmod(mode)
+        config = {"score_cache": {"dir": str(tmp_path / "c"), "secret_file": str(secret)}}
+        if ok:
+            assert sc.ScoreCache.from_config(config).secret == b"k" * 20
+        else:
+            with pytest.raises(ConfigError, match=r"score_cache.secret_file: .* has mode .*chmod 600"):
+                sc.ScoreCache.from_config(config)
+    secret.chmod(0o600)
+    secret.write_bytes(b"short")
+    with pytest.raises(ConfigError, match="holds 5 bytes, fewer than 16"):
+        sc.ScoreCache.from_config({"score_cache": {"secret_file": str(secret)}})
+    with pytest.raises(ConfigError, match="No such file"):
+        sc.ScoreCache.from_config({"score_cache": {"secret_file": str(tmp_path / "none")}})
+    monkeypatch.setenv(sc.SECRET_ENV_VAR, str(tmp_path / "none"))
+    with pytest.raises(ConfigError, match=r"\$RADRANK_SCORE_CACHE_SECRET_FILE"):
+        sc.ScoreCache.from_config({})
+    assert sc.ScoreCache.from_config({"score_cache": {"dir": "off"}}).secret == b""  # no cache, nothing to key
+
+
+def test_prune_removes_damaged_packs_only_when_asked_and_never_everything_on_a_wrong_secret(tmp_path, caplog):
+    ns, frame, path = real_pack(tmp_path)
+    bad = attack("truncated", ns.store(scores_of(digests_of(5, 100)), {}), tmp_path)
+    folder = attack("folder", ns.store(scores_of(digests_of(5, 200)), {}), tmp_path)
+    assert sc.prune(tmp_path).damaged == [] and bad.exists()
+    result = sc.prune(tmp_path, damaged=True, dry_run=True)
+    assert [p.path for p, _ in result.damaged] == [bad] and bad.exists()
+    assert [p for p, _ in result.kept_damaged] == [folder]
+    result = sc.prune(tmp_path, damaged=True)
+    assert not bad.exists() and folder.is_dir() and path.exists()
+    (folder / "x").unlink(), folder.rmdir()
+    with pytest.raises(sc.ScoreCacheError, match="every one of its 1 packs fails its checksum"):
+        sc.prune(tmp_path, damaged=True, secret=b"w" * 20)
+    assert path.exists()
+
+
+def test_compaction_writes_checked_packs_and_leaves_damaged_ones_alone(tmp_path):
+    ns = sc.ScoreCache(tmp_path, secret=b"k" * 16).namespace(KEY)
+    blocks = [digests_of(30, 30 * i) for i in range(4)]
+    packs = [ns.store(scores_of(b), {"pack": i}) for i, b in enumerate(blocks)]
+    attack("random", packs[2], tmp_path)
+    result = sc.prune(tmp_path, compact_min_packs=2, secret=b"k" * 16)
+    [(inputs, output)] = result.compacted
+    assert packs[2] not in inputs and packs[2].exists() and sc.PACK_NAME.fullmatch(output.name)
+    sc._INDEXES.clear(), sc._PACKS.clear()
+    every = np.concatenate([blocks[0], blocks[1], blocks[3]])
+    pd.testing.assert_frame_equal(ns.lookup(every), scores_of(every), check_exact=True)
+    assert [p for p, _ in ns.skipped] == [packs[2]] and ns.meta() == {"pack": 0}
 
 
 # --- concurrency ----------------------------------------------------------------------------------
@@ -377,6 +562,14 @@ def test_cache_info_and_prune_commands(tmp_path, monkeypatch, capsys):
     assert "remove 2 pack(s)" in capsys.readouterr().out and ns.packs() == []
     assert cli.main(["-C", str(wd), "cache", "info"]) == 0
     assert "empty" in capsys.readouterr().out
+    good = ns.store(scores_of(digests_of(10)), {})
+    bad = attack("truncated", ns.store(scores_of(digests_of(10, 10)), {}), tmp_path)
+    assert cli.main(["-C", str(wd), "cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert next(line for line in out.splitlines() if ns.id[:12] in line).split()[1:5] == ["bertscore", "10", "2", "1"]
+    assert f"not served: {bad} does not match the checksum in its name" in out
+    assert cli.main(["-C", str(wd), "cache", "prune", "--damaged"]) == 0
+    assert f"remove {bad}: it does not match" in capsys.readouterr().out and not bad.exists() and good.exists()
     assert cli.main(["-C", str(wd), "cache", "info", "--max-gb", "1"]) == 2
     assert "options of `radrank cache prune`" in capsys.readouterr().err
 

@@ -396,14 +396,14 @@ def clean(ns, args: list[str]) -> int:
 # --- the score cache ---------------------------------------------------------------------------
 
 
-def cache_root(args: list[str]):
-    """The score cache folder of the checkout's config (``score_cache.dir``, else the defaults); None: off."""
+def cache_of(args: list[str]):
+    """The score cache of the checkout's config (``score_cache.dir``, else the defaults; its secret file)."""
     from radrank import score_cache
     from radrank.workflow import read_config
 
     files = config_files(args)
     config = {} if files == [str(DEFAULT_CONFIG)] and not DEFAULT_CONFIG.is_file() else read_config(files)
-    return score_cache.root_from_config(config)
+    return score_cache.ScoreCache.from_config(config)
 
 
 def human_bytes(n: float) -> str:
@@ -421,35 +421,44 @@ def cache(ns, args: list[str]) -> int:
 
     from radrank import score_cache
 
-    if ns.action == "info" and (ns.max_gb is not None or ns.older_than_days is not None or ns.dry_run):
-        raise CliError("--max-gb, --older-than-days and --dry-run are options of `radrank cache prune`")
+    if ns.action == "info" and (ns.max_gb is not None or ns.older_than_days is not None or ns.dry_run
+                                or ns.damaged):
+        raise CliError("--max-gb, --older-than-days, --damaged and --dry-run are options of `radrank cache prune`")
     if (ns.max_gb or 0) < 0 or (ns.older_than_days or 0) < 0:
         raise CliError("--max-gb and --older-than-days cannot be negative")
-    root = cache_root(args)
-    if root is None:
+    store = cache_of(args)
+    if store.root is None:
         print(f"The score cache is off (score_cache.dir or ${score_cache.ENV_VAR} says so)")
         return 0
-    print(f"Score cache: {root}")
+    print(f"Score cache: {store.root}" + (" (packs checked with score_cache.secret_file)" if store.secret else ""))
     if ns.action == "info":
-        spaces = score_cache.info(root)
+        spaces = score_cache.info(store.root, store.secret)
         if not spaces:
             print("  empty")
             return 0
-        print(f"  {'namespace':12s} {'metric':16s} {'entries':>11s} {'packs':>6s} {'size':>9s}  last used")
+        print(f"  {'namespace':12s} {'metric':16s} {'entries':>11s} {'packs':>6s} {'unserved':>8s} {'size':>9s}  "
+              "last used")
         for space in spaces:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(space.last_used)) if space.last_used else "-"
             print(f"  {space.id[:12]:12s} {space.metric[:16]:16s} {space.entries:>11,d} {len(space.packs):>6d} "
-                  f"{human_bytes(space.bytes):>9s}  {used}")
+                  f"{len(space.skipped):>8d} {human_bytes(space.bytes):>9s}  {used}")
         print(f"  {len(spaces)} namespace(s), {sum(s.entries for s in spaces):,d} entries, "
               f"{human_bytes(sum(s.bytes for s in spaces))}")
+        for path, reason in (item for s in spaces for item in s.skipped):
+            print(f"  not served: {path} {reason}")
         return 0
-    result = score_cache.prune(root, max_bytes=None if ns.max_gb is None else int(ns.max_gb * 1e9),
-                               older_than_days=ns.older_than_days, dry_run=ns.dry_run)
+    result = score_cache.prune(store.root, max_bytes=None if ns.max_gb is None else int(ns.max_gb * 1e9),
+                               older_than_days=ns.older_than_days, dry_run=ns.dry_run, damaged=ns.damaged,
+                               secret=store.secret)
     would = "would " if ns.dry_run else ""
     merged = sum(len(inputs) for inputs, _ in result.compacted)
-    print(f"  {would}remove {len(result.removed)} pack(s) ({human_bytes(result.removed_bytes)})"
-          f" and {len(result.stale_temporaries)} stale temporary file(s); {would}compact {merged} small pack(s) "
-          f"into {len(result.compacted)}")
+    for p, reason in result.damaged:
+        print(f"  {would}remove {p.path}: it {reason}")
+    for path, reason in result.kept_damaged:
+        print(f"  not removed: {path} {reason}; remove it yourself")
+    print(f"  {would}remove {len(result.removed) + len(result.damaged)} pack(s) ({human_bytes(result.removed_bytes)}"
+          f"{f', {len(result.damaged)} damaged' if ns.damaged else ''}) and {len(result.stale_temporaries)} stale "
+          f"temporary file(s); {would}compact {merged} small pack(s) into {len(result.compacted)}")
     print(f"  size: {human_bytes(result.bytes_before)} -> {human_bytes(result.bytes_after)}"
           + (" (before compaction)" if ns.dry_run else ""))
     return 0
@@ -485,6 +494,8 @@ def parser() -> argparse.ArgumentParser:
                         "and compact small ones")
     c.add_argument("--max-gb", type=float, help="prune: keep at most this many GB (least recently used go first)")
     c.add_argument("--older-than-days", type=float, help="prune: remove what was not used for this many days")
+    c.add_argument("--damaged", action="store_true", help="prune: also remove the packs that fail their checks "
+                   "(damaged, edited, foreign or written without the secret; `info` lists them)")
     c.add_argument("--dry-run", action="store_true", help="prune: say what would be removed, remove nothing")
     return p
 

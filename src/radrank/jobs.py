@@ -372,6 +372,9 @@ class ScoreGroup(Job):
         log.info("%s on %s/%s: %d models, %d pairs, %d distinct%s", self.metric, self.dataset, self.split,
                  len(self.models), c.get("rows", 0), c.get("distinct", c.get("rows", 0)),
                  f", {c['cached']} from the cache, {c['scored']} scored" if "cached" in c else "")
+        if c.get("skipped_packs"):  # each named in a warning above: damaged, edited or foreign packs
+            log.warning("%s: %d score cache pack(s) were not served (see the warnings above); their pairs were "
+                        "scored again", self.metric, c["skipped_packs"])
         versions = {req: io.read_provenance(files[self.models[0]]).get("metric_version")
                     for req, files in required.items()}
         if self.shard is not None:

@@ -8,15 +8,25 @@ metrics that read it, the context: age, indication ...) and on what the metric i
 * a :class:`Namespace` holds the scores of one metric identity (``ScoreCache(root).namespace(key)``,
   ``key`` a JSON-able dict: the metric, its identity, a fingerprint of its weights), keyed by digest.
 
-Layout: ``<root>/v1/<namespace id>/`` holds ``key.json`` (the key, for people and ``radrank cache info``),
+Layout: ``<root>/v2/<namespace id>/`` holds ``key.json`` (the key, for people and ``radrank cache info``),
 ``last-used`` (an empty marker whose mtime is the namespace's last lookup or store) and immutable *packs*
-``pack-<creation time, ns>-<random>.parquet``: the digests and score columns of one store (or of one
+``pack-<creation time, ns>-<random>-<checksum>.parquet``: the digests and score columns of one store (or of one
 compaction of several packs). A pack is written to a temporary ``.pack-*.part`` file in its folder,
 fsynced, and renamed into place under a name nobody else uses: on POSIX and NFS a reader sees a whole
 pack or none, and many cluster jobs storing the same or different entries at once never lose or tear one.
 No file is ever modified, no locks. Two jobs that score the same pair both store it; a lookup takes any
 one of the copies (they are equal by construction: same identity, same weights, same pair). On NFS a pack
 another node just stored may be listed a little later (the client's folder cache): a miss, never a wrong row.
+
+Packs are checked, never trusted. The checksum in a pack's name is the HMAC-SHA256 of the format, the
+namespace id, the name's stem and the file's bytes, keyed by the cache's secret (``score_cache.secret_file``;
+empty without one). A reader hashes the bytes it parses and serves a pack only when they match, its format is
+this one, the key in its metadata is its folder's, and its columns are the metric's. Any other pack (truncated,
+random bytes, edited, renamed to an older name to win a duplicate, copied from another namespace, a folder or a
+symbolic link named like a pack, written without the secret) is skipped with a warning naming it: its pairs are
+misses, scored again — never served, never fatal. Without a secret the checksum stops accidents and hand edits,
+not a forger who runs this code; with one, only holders of the secret write packs the cache serves
+(docs/bad-input.md, "Who may write what").
 
 A pack keeps, in its parquet metadata, the ``meta`` of the job that computed its rows (the model's
 provenance) and the pandas dtype of every column, so a lookup returns the dtypes that were stored
@@ -40,10 +50,13 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
 import logging
 import os
+import re
 import secrets
+import stat
 import struct
 import tempfile
 import time
@@ -57,7 +70,8 @@ from radrank import io as radrank_io
 from radrank import judge_cache
 from radrank.errors import RadrankError
 
-FORMAT = 1  # bump if the digest encoding or the meaning of a pack changes
+DIGEST_FORMAT = 1  # bump if the encoding of a pair digest changes (every cached score is then a miss)
+FORMAT = 2  # bump if the meaning of a pack changes (2: packs carry checksums)
 LAYOUT = f"v{FORMAT}"
 ENV_VAR = "RADRANK_SCORE_CACHE"
 DIGEST_CHARS = 32  # hex characters of sha256 kept: 128 bits
@@ -187,7 +201,7 @@ def _with_headers(tags: np.ndarray, payload):
 
 
 def _header(columns) -> bytes:
-    parts = [f"radrank-pair-digest/{FORMAT}\n".encode()]
+    parts = [f"radrank-pair-digest/{DIGEST_FORMAT}\n".encode()]
     for name in columns:
         tag, payload = _encode_value(str(name))
         parts.append(bytes([tag]) + struct.pack(">Q", len(payload)) + payload)
@@ -220,14 +234,29 @@ def pair_digests(frame: pd.DataFrame, columns) -> np.ndarray:
 
 
 # --- packs ----------------------------------------------------------------------------------------
+#
+# A pack's name carries its checksum: pack-<created, ns>-<random>-<check>.parquet, ``check`` the HMAC-SHA256
+# (key: the cache's secret, empty without one) of the format, the namespace id, the name's stem and the file's
+# bytes. A reader hashes the bytes it parses, so a pack edited, truncated, renamed (older, to win a duplicate),
+# copied from another namespace or written without the secret is never served.
+
+PACK_NAME = re.compile(r"pack-(\d{20})-([0-9a-f]{12})-([0-9a-f]{32})\.parquet")
+MAX_PACK_BYTES = 2 << 30  # a pack is read whole to be checked: a bigger file is not one radrank wrote
+
+
+class BadPack(Exception):
+    """A pack the cache does not serve; the message says why, as a predicate ("is a directory", ...)."""
 
 
 def _is_pack(name: str) -> bool:
+    """Listed as a pack (checked when read): what a name that is not a valid pack name is must be said, not
+    ignored."""
     return name.startswith("pack-") and name.endswith(".parquet")
 
 
 def _created_ns(name: str) -> int:
-    return int(name.split("-")[1])
+    match = PACK_NAME.fullmatch(name)
+    return int(match.group(1)) if match else 0
 
 
 def _list_packs(folder: Path) -> list[str]:
@@ -236,6 +265,27 @@ def _list_packs(folder: Path) -> list[str]:
         return sorted(e.name for e in os.scandir(folder) if _is_pack(e.name))
     except FileNotFoundError:
         return []
+
+
+def _canonical_key(key) -> str:
+    return json.dumps({"format": FORMAT, "key": key}, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
+
+
+def namespace_id(key) -> str:
+    """The folder name of a namespace key: the sha256 of its canonical JSON."""
+    try:
+        canonical = _canonical_key(key)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"a score cache namespace key must be JSON-able: {e}") from None
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+
+
+def _checksum(secret: bytes, namespace: str, stem: str, chunks) -> str:
+    mac = hmac.new(secret, f"radrank-score-pack/{FORMAT}\n{namespace}\n{stem}\n".encode(), hashlib.sha256)
+    for chunk in chunks:
+        mac.update(chunk)
+    return mac.hexdigest()[:DIGEST_CHARS]
 
 
 def _block(schema) -> dict:
@@ -247,7 +297,7 @@ def _vanished(error: OSError, folder: Path, names) -> bool:
     """Whether a read failed because a pack it listed was removed meanwhile (ESTALE: on NFS, a removed file
     that was already open)."""
     return (isinstance(error, FileNotFoundError) or error.errno == errno.ESTALE
-            or any(not (folder / name).exists() for name in names))
+            or any(not os.path.lexists(folder / name) for name in names))
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -263,16 +313,22 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_pack(folder: Path, table, created_ns: int) -> Path:
-    """Write ``table`` as a new pack in ``folder``: temporary file, fsync, rename to an unused name."""
+def _write_pack(folder: Path, table, created_ns: int, secret: bytes) -> Path:
+    """Write ``table`` as a new pack in ``folder`` (its namespace): in memory, checksummed, then a temporary
+    file, fsync, rename to its unused name."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = folder / f"pack-{created_ns:020d}-{secrets.token_hex(6)}.parquet"
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS, use_dictionary=False)
+    data = memoryview(sink.getvalue())
+    stem = f"pack-{created_ns:020d}-{secrets.token_hex(6)}"
+    path = folder / f"{stem}-{_checksum(secret, folder.name, stem, [data])}.parquet"
     fd, tmp = tempfile.mkstemp(prefix=".pack-", suffix=".part", dir=folder)
     try:
         radrank_io.make_ordinary(fd)  # readable by the group like any cache file, not 0600
         with os.fdopen(fd, "wb") as f:
-            pq.write_table(table, f, compression="zstd", row_group_size=ROW_GROUP_ROWS, use_dictionary=False)
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -283,21 +339,108 @@ def _write_pack(folder: Path, table, created_ns: int) -> Path:
     return path
 
 
-def _unified_schema(schemas, where: str):
-    """The one arrow schema of a namespace's packs (all-null columns take the others' type)."""
+def _identity(st) -> tuple:
+    """What changes when a file is replaced or written in place (ctime cannot be set back)."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _read_checked(path: Path, secret: bytes):
+    """(the bytes of the pack at ``path``, the stat of the file they were read from), the bytes matching the
+    checksum in its name; BadPack when they do not, or it is a symbolic link, not a regular file (a folder, a
+    FIFO: opened without blocking) or over MAX_PACK_BYTES."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BadPack("is a symbolic link (radrank writes packs as regular files)") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_PACK_BYTES:
+        os.close(fd)
+        if st.st_size > MAX_PACK_BYTES:
+            raise BadPack(f"is {st.st_size:,d} bytes, over the {MAX_PACK_BYTES:,d} of any pack radrank writes")
+        raise BadPack("is a directory" if stat.S_ISDIR(st.st_mode) else "is not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_PACK_BYTES + 1)
+    match = PACK_NAME.fullmatch(path.name)
+    if match is None:
+        raise BadPack("has a name without a checksum (a pack is pack-<time>-<random>-<checksum>.parquet)")
+    stem = path.name[: -len(f"-{match.group(3)}.parquet")]
+    if not hmac.compare_digest(_checksum(secret, path.parent.name, stem, [data]), match.group(3)):
+        raise BadPack("does not match the checksum in its name: damaged, edited, renamed, copied from another "
+                      "namespace" + (", or written without this cache's secret_file" if secret else ""))
+    return data, st
+
+
+@dataclass
+class _Pack:
+    """A pack whose bytes matched its checksum when this process read them."""
+
+    path: Path
+    identity: tuple  # _identity of the file that was checked
+    digests: object  # pyarrow string array, the pack's digest column
+    schema: object  # the pack's arrow schema, with its metadata
+    block: dict
+
+
+_PACKS: dict[tuple, _Pack] = {}  # (path, secret) -> the pack as checked: read once per process while unchanged
+_WARNED: set = set()  # (path, reason) said once per process
+
+
+def _read_pack(path: Path, secret: bytes) -> _Pack:
+    """The pack at ``path``, checked (memoised while the file is unchanged); BadPack when it is not served."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    memo = _PACKS.get((path, secret))
+    if memo is not None:
+        try:
+            if _identity(os.stat(path, follow_symlinks=False)) == memo.identity:
+                return memo
+        except FileNotFoundError:
+            _PACKS.pop((path, secret), None)
+            raise
+    data, st = _read_checked(path, secret)
+    try:
+        with pq.ParquetFile(pa.BufferReader(data)) as pf:
+            schema = pf.schema_arrow
+            block = _block(schema)
+            digests = pf.read(columns=["digest"]).column(0).combine_chunks()
+    except (pa.ArrowException, OSError, KeyError, ValueError, TypeError) as e:
+        raise BadPack(f"is not a pack this radrank reads ({type(e).__name__}: {e})") from None
+    if not isinstance(block, dict) or block.get("format") != FORMAT:
+        raise BadPack(f"is of cache format {block.get('format') if isinstance(block, dict) else '?'}, "
+                      f"this radrank reads {FORMAT}")
+    try:
+        foreign = namespace_id(block.get("key")) != path.parent.name
+    except ValueError:
+        foreign = True
+    if foreign or schema.names[:1] != ["digest"] or not pa.types.is_string(schema.field("digest").type):
+        raise BadPack("was written for another namespace (its key is not this folder's)" if foreign
+                      else "has no digest column first")
+    _PACKS[(path, secret)] = pack = _Pack(path, _identity(st), digests, schema, block)
+    return pack
+
+
+def _warn(path: Path, reason: str) -> None:
+    if (path, reason) not in _WARNED:
+        _WARNED.add((path, reason))
+        log.warning("score cache: pack %s %s; it is not served, its pairs are scored again "
+                    "(`radrank cache prune --damaged` removes such packs)", path, reason)
+
+
+def _unify(schema, pack_schema):
+    """The namespace's arrow schema with one more pack (all-null columns take the others' type); BadPack when the
+    pack's column types do not fit the packs before it."""
     import pyarrow as pa
 
-    names = [s.names for s in schemas]
-    if any(n != names[0] for n in names):
-        raise ScoreCacheError(f"score cache {where}: packs with different columns {names[0]} and "
-                              f"{next(n for n in names if n != names[0])}; the metric's output changed without "
-                              "a change of its identity (bump its version) — or remove the namespace")
+    if schema is None:
+        return pack_schema.remove_metadata()
     try:
-        return pa.unify_schemas([s.remove_metadata() for s in schemas], promote_options="default")
+        return pa.unify_schemas([schema, pack_schema.remove_metadata()], promote_options="default")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-        raise ScoreCacheError(f"score cache {where}: packs with different column types ({e}); the metric's "
-                              "output changed without a change of its identity (bump its version) — or remove "
-                              "the namespace") from None
+        raise BadPack(f"holds column types that do not fit the namespace's older packs ({e}): the metric's output "
+                      "changed without a change of its identity") from None
 
 
 def _touch(path: Path) -> None:
@@ -309,34 +452,19 @@ def _touch(path: Path) -> None:
 
 
 @dataclass
-class _PackDigests:
-    digests: object  # pyarrow string array, the pack's digest column
-    schema: object  # the pack's arrow schema, with its metadata
-
-
-_PACK_DIGESTS: dict[Path, _PackDigests] = {}  # packs are immutable: their digests are read once per process
-
-
-def _pack_digests(path: Path) -> _PackDigests:
-    import pyarrow.parquet as pq
-
-    if path not in _PACK_DIGESTS:
-        with pq.ParquetFile(path) as pf:
-            _PACK_DIGESTS[path] = _PackDigests(pf.read(columns=["digest"]).column(0).combine_chunks(), pf.schema_arrow)
-    return _PACK_DIGESTS[path]
-
-
-@dataclass
 class _Index:
-    """Where each digest of a namespace is: the first (oldest) pack holding it and its row there."""
+    """Where each digest of a namespace is: the first (oldest) served pack holding it and its row there."""
 
-    packs: tuple
-    digests: object  # pyarrow string array over all packs, in pack order (duplicates allowed)
+    listing: tuple  # the pack names listed
+    columns: tuple | None  # the score columns asked for (None: the oldest served pack's)
+    used: tuple  # _Pack of the packs served, oldest first
+    skipped: tuple  # (path, reason) of the packs not served
+    digests: object  # pyarrow string array over the served packs, in pack order (duplicates allowed)
     pack_of: np.ndarray
     row_of: np.ndarray
     schema: object  # unified arrow schema, no metadata
-    pandas_meta: bytes | None  # the oldest pack's pandas metadata
-    dtypes: dict  # the oldest pack's pandas dtypes, by column
+    pandas_meta: bytes | None  # the oldest served pack's pandas metadata
+    dtypes: dict  # the oldest served pack's pandas dtypes, by column
 
     @property
     def entries(self) -> int:
@@ -344,43 +472,76 @@ class _Index:
 
         return pc.count_distinct(self.digests).as_py() if len(self.digests) else 0
 
+    @property
+    def meta(self) -> dict | None:
+        return self.used[0].block.get("meta") if self.used else None
+
 
 _INDEXES: dict[Path, _Index] = {}  # namespace folder -> index of its latest listing in this process
 
 
-def _index(folder: Path, packs: tuple) -> _Index:
-    """The index of these packs (memoised by pack list; each pack's digests by pack)."""
+def _index(folder: Path, listing: tuple, secret: bytes, columns: tuple | None = None) -> _Index:
+    """The index of the packs listed that are served: each checked, of the columns asked for (or the oldest's),
+    of types that fit; the others skipped with a warning (memoised by listing)."""
     import pyarrow as pa
 
     memo = _INDEXES.get(folder)
-    if memo is not None and memo.packs == packs:
+    if memo is not None and memo.listing == listing and memo.columns == columns:
         return memo
-    parts = [_pack_digests(folder / name) for name in packs]
-    for path in [p for p in list(_PACK_DIGESTS) if p.parent == folder and p.name not in packs]:
-        _PACK_DIGESTS.pop(path, None)  # pruned or compacted away
-    lengths = [len(p.digests) for p in parts]
-    first = parts[0].schema
-    index = _Index(packs=packs, digests=pa.concat_arrays([p.digests for p in parts]),
-                   pack_of=np.repeat(np.arange(len(parts), dtype=np.int32), lengths),
-                   row_of=np.concatenate([np.arange(n, dtype=np.int64) for n in lengths]),
-                   schema=_unified_schema([p.schema for p in parts], str(folder)),
-                   pandas_meta=(first.metadata or {}).get(b"pandas"), dtypes=_block(first).get("dtypes", {}))
+    used, skipped, schema = [], [], None
+    for name in listing:
+        path = folder / name
+        try:
+            pack = _read_pack(path, secret)
+            names = ["digest", *columns] if columns is not None else used[0].schema.names if used else None
+            if names is not None and pack.schema.names != names:
+                raise BadPack(f"holds columns {pack.schema.names[1:]}, not {names[1:]}: the metric's output "
+                              "changed without a change of its identity")
+            schema = _unify(schema, pack.schema)
+        except BadPack as e:
+            skipped.append((path, str(e)))
+            _warn(path, str(e))
+            continue
+        used.append(pack)
+    for key in [k for k in _PACKS if k[0].parent == folder and k[0].name not in listing]:
+        _PACKS.pop(key, None)  # pruned or compacted away
+    lengths = [len(p.digests) for p in used]
+    first = used[0].schema if used else None
+    index = _Index(listing=listing, columns=columns, used=tuple(used), skipped=tuple(skipped),
+                   digests=pa.concat_arrays([p.digests for p in used]) if used else pa.array([], pa.string()),
+                   pack_of=np.repeat(np.arange(len(used), dtype=np.int32), lengths),
+                   row_of=np.concatenate([np.arange(n, dtype=np.int64) for n in lengths]) if used
+                   else np.array([], dtype=np.int64),
+                   schema=schema, pandas_meta=(first.metadata or {}).get(b"pandas") if first else None,
+                   dtypes=_block(first).get("dtypes", {}) if first else {})
     _INDEXES[folder] = index
     return index
 
 
-def _read_rows(path: Path, rows: np.ndarray, schema):
-    """Rows ``rows`` of a pack, reading only the row groups that hold them, cast to ``schema``."""
+def _read_rows(pack: _Pack, rows: np.ndarray, schema, secret: bytes):
+    """Rows ``rows`` of a pack, reading only the row groups that hold them, cast to ``schema``. The file is read
+    by path while it is the file that was checked (its stat the same before and after: any write or rename
+    changes its ctime); else its bytes are checked again and read from memory."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path) as pf:
-        sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
-        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        group_of = np.searchsorted(starts, rows, side="right") - 1
-        groups = np.unique(group_of)
-        offset_in_read = np.concatenate([[0], np.cumsum(starts[groups + 1] - starts[groups])[:-1]]).astype(np.int64)
-        local = rows - starts[group_of] + offset_in_read[np.searchsorted(groups, group_of)]
-        table = pf.read_row_groups(groups.tolist()).take(local)
+    def read(source):
+        with pq.ParquetFile(source) as pf:
+            sizes = [pf.metadata.row_group(i).num_rows for i in range(pf.metadata.num_row_groups)]
+            starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            group_of = np.searchsorted(starts, rows, side="right") - 1
+            groups = np.unique(group_of)
+            offset_in_read = np.concatenate([[0], np.cumsum(starts[groups + 1] - starts[groups])[:-1]]).astype(np.int64)
+            local = rows - starts[group_of] + offset_in_read[np.searchsorted(groups, group_of)]
+            return pf.read_row_groups(groups.tolist()).take(local)
+
+    def unchanged() -> bool:
+        return _identity(os.stat(pack.path, follow_symlinks=False)) == pack.identity
+
+    table = read(str(pack.path)) if unchanged() else None
+    if table is None or not unchanged():
+        data, _ = _read_checked(pack.path, secret)  # the same bytes (the checksum says so): the index still holds
+        table = read(pa.BufferReader(data))
     return table.replace_schema_metadata(None).cast(schema)
 
 
@@ -404,19 +565,17 @@ def _no_rows() -> pd.DataFrame:
     return pd.DataFrame({"digest": pd.Series([], dtype=object)})
 
 
-
 class Namespace:
-    """The scores of one metric identity, by pair digest (see the module's docstring)."""
+    """The scores of one metric identity, by pair digest (see the module's docstring). ``columns``: the score
+    columns the metric writes (packs of other columns are not served); ``secret``: the cache's secret."""
 
-    def __init__(self, root: Path | None, key: dict):
-        try:
-            canonical = json.dumps({"format": FORMAT, "key": key}, sort_keys=True, separators=(",", ":"),
-                                   ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"a score cache namespace key must be JSON-able: {e}") from None
+    def __init__(self, root: Path | None, key: dict, *, columns=None, secret: bytes = b""):
         self.key = key
-        self.id = hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+        self.id = namespace_id(key)
         self.dir = Path(root) / LAYOUT / self.id if root is not None else None
+        self.columns = tuple(columns) if columns is not None else None
+        self.secret = secret
+        self.skipped: tuple = ()  # (path, reason) of the packs the last lookup did not serve
 
     @property
     def enabled(self) -> bool:
@@ -426,47 +585,60 @@ class Namespace:
         return _list_packs(self.dir) if self.enabled else []
 
     def _read(self, read):
-        """``read(packs)`` over a fresh listing, listed again whenever a listed pack vanished meanwhile."""
+        """``read(index)`` over the index of a fresh listing, listed again whenever a listed pack vanished
+        meanwhile."""
         for _ in range(READ_TRIES):
-            packs = tuple(self.packs())
+            listing = tuple(self.packs())
             try:
-                return read(packs)
+                index = _index(self.dir, listing, self.secret, self.columns)
+                self.skipped = index.skipped
+                return read(index)
             except OSError as e:
-                if not _vanished(e, self.dir, packs):
+                if not _vanished(e, self.dir, listing):
                     raise
         raise ScoreCacheError(f"score cache {self.dir}: packs kept vanishing while being read ({READ_TRIES} "
                               "listings); is a prune or compaction looping?")
 
     def lookup(self, digests) -> pd.DataFrame:
         """Column ``digest`` plus the stored columns for the digests present, each once, in the order of
-        their first occurrence in ``digests``; the dtypes they were stored with."""
+        their first occurrence in ``digests``; the dtypes they were stored with. Only packs that pass their
+        checks answer (:attr:`skipped` names the others)."""
         wanted = pd.unique(np.asarray(digests, dtype=object))
         if not self.enabled or not self.dir.is_dir():
             return _no_rows()
         _touch(self.dir / "last-used")
-        return self._read(lambda packs: self._lookup(packs, wanted))
+        return self._read(lambda index: self._lookup(index, wanted))
 
-    def _lookup(self, packs: tuple, wanted: np.ndarray) -> pd.DataFrame:
+    def _lookup(self, index: _Index, wanted: np.ndarray) -> pd.DataFrame:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if not packs:
+        if not index.used:
             return _no_rows()
-        index = _index(self.dir, packs)
         where = pc.fill_null(pc.index_in(pa.array(wanted, type=pa.string()), value_set=index.digests), -1)
         where = where.to_numpy()
         hits = where[where >= 0]  # in the order wanted
         pack_of, row_of = index.pack_of[hits], index.row_of[hits]
-        tables, order = [], []
+        tables, order, answered = [], [], []
         for pack in np.unique(pack_of):
             picked = np.flatnonzero(pack_of == pack)
-            tables.append(_read_rows(self.dir / packs[pack], row_of[picked], index.schema))
+            try:
+                tables.append(_read_rows(index.used[pack], row_of[picked], index.schema, self.secret))
+            except BadPack as e:  # changed since it was indexed: its rows are misses
+                _warn(index.used[pack].path, str(e))
+                _INDEXES.pop(self.dir, None)
+                continue
             order.append(picked)
+            answered.append(index.used[pack])
         if not tables:
             return _to_pandas(index.schema.empty_table(), index)
         table = pa.concat_tables(tables).take(np.argsort(np.concatenate(order), kind="stable"))
-        for pack in np.unique(pack_of):
-            _touch(self.dir / packs[pack])  # "last used" of the packs that answered
+        for pack in answered:
+            _touch(pack.path)  # "last used" of the packs that answered; our own touch is no change to re-check
+            try:
+                pack.identity = _identity(os.stat(pack.path, follow_symlinks=False))
+            except OSError:
+                pass
         return _to_pandas(table, index)
 
     def store(self, frame: pd.DataFrame, meta: dict) -> Path | None:
@@ -493,9 +665,8 @@ class Namespace:
                                                META_KEY: json.dumps(block, sort_keys=True, default=str).encode()})
         for _ in range(3):  # a prune may remove the (empty) namespace folder between mkdir and the write
             try:
-                self._check_schema(table.schema)
                 self._ensure_folder()
-                path = _write_pack(self.dir, table, created)
+                path = _write_pack(self.dir, table, created, self.secret)
                 self._ensure_folder()  # a prune emptied the namespace meanwhile: its key file again
                 _touch(self.dir / "last-used")
                 return path
@@ -506,17 +677,6 @@ class Namespace:
                 return None
         log.warning("score cache: could not write to %s (its folder kept vanishing)", self.dir)
         return None
-
-    def _check_schema(self, schema) -> None:
-        """A new pack must fit the namespace's packs (same columns, types that unify): checked against the
-        newest one."""
-        import pyarrow.parquet as pq
-
-        def check(packs):
-            if packs:
-                _unified_schema([pq.read_schema(self.dir / packs[-1]), schema], str(self.dir))
-
-        self._read(check)
 
     def _ensure_folder(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -536,31 +696,75 @@ class Namespace:
             marker.touch()
 
     def meta(self) -> dict | None:
-        """The ``meta`` stored with the namespace's oldest pack (None without packs): what a job that found
+        """The ``meta`` stored with the namespace's oldest served pack (None without one): what a job that found
         every pair cached records as its provenance."""
-        import pyarrow.parquet as pq
-
         if not self.enabled:
             return None
-        return self._read(lambda packs: _block(pq.read_schema(self.dir / packs[0]))["meta"] if packs else None)
+        return self._read(lambda index: index.meta)
+
+
+# --- the secret -----------------------------------------------------------------------------------
+
+SECRET_ENV_VAR = "RADRANK_SCORE_CACHE_SECRET_FILE"
+SECRET_MIN_BYTES = 16
+SECRET_MAX_BYTES = 4096
+
+
+def read_secret(path, where: str = "score_cache.secret_file") -> bytes:
+    """The secret in file ``path`` (surrounding whitespace stripped); ConfigError when it is missing, not a
+    regular file, readable or writable by every user, writable by the group, or shorter than 16 bytes."""
+    from radrank.errors import ConfigError
+
+    path = Path(os.path.expanduser(str(path)))
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise ConfigError(f"{where}: {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{where}: {path} is not a regular file")
+    if st.st_mode & 0o027:
+        raise ConfigError(f"{where}: {path} has mode {stat.filemode(st.st_mode)}: anyone who can read it can write "
+                          f"packs the cache serves; `chmod 600 {path}` (or 640 for a group of maintainers)")
+    with open(path, "rb") as f:
+        data = f.read(SECRET_MAX_BYTES + 1)
+    if len(data) > SECRET_MAX_BYTES:
+        raise ConfigError(f"{where}: {path} holds more than {SECRET_MAX_BYTES} bytes; is it the right file?")
+    data = data.strip()
+    if len(data) < SECRET_MIN_BYTES:
+        raise ConfigError(f"{where}: {path} holds {len(data)} bytes, fewer than {SECRET_MIN_BYTES}; write random "
+                          f"bytes into it, e.g. `head -c 32 /dev/urandom | base64 > {path}`")
+    return data
+
+
+def secret_from_config(config: dict) -> bytes:
+    """The secret of a workflow config (``score_cache.secret_file``, else ``$RADRANK_SCORE_CACHE_SECRET_FILE``);
+    empty without one."""
+    setting = str((config.get("score_cache") or {}).get("secret_file") or "").strip()
+    if setting:
+        return read_secret(setting)
+    env = os.environ.get(SECRET_ENV_VAR, "").strip()
+    return read_secret(env, f"${SECRET_ENV_VAR}") if env else b""
 
 
 class ScoreCache:
-    """The cache under ``root``; ``ScoreCache(None)`` caches nothing (its namespaces find and keep nothing)."""
+    """The cache under ``root``; ``ScoreCache(None)`` caches nothing (its namespaces find and keep nothing).
+    ``secret``: the key of the packs' checksums (empty: a plain keyed hash anyone can compute)."""
 
-    def __init__(self, root=None):
+    def __init__(self, root=None, secret: bytes = b""):
         self.root = Path(root) if root is not None else None
+        self.secret = secret
 
     @classmethod
     def from_config(cls, config: dict) -> "ScoreCache":
-        return cls(root_from_config(config))
+        root = root_from_config(config)
+        return cls(root, secret_from_config(config) if root is not None else b"")
 
     @property
     def enabled(self) -> bool:
         return self.root is not None
 
-    def namespace(self, key: dict) -> Namespace:
-        return Namespace(self.root, key)
+    def namespace(self, key: dict, columns=None) -> Namespace:
+        return Namespace(self.root, key, columns=columns, secret=self.secret)
 
 
 # --- info and prune -------------------------------------------------------------------------------
@@ -578,10 +782,11 @@ class NamespaceInfo:
     id: str
     path: Path
     key: dict | None  # the namespace's key; None when key.json is unreadable (a prune racing a store)
-    entries: int  # distinct digests
+    entries: int  # distinct digests in the packs served
     packs: tuple  # PackInfo, oldest first
     bytes: int
     last_used: float | None  # the latest of the marker and the packs
+    skipped: tuple = ()  # (path, reason) of the packs not served
 
     @property
     def metric(self) -> str:
@@ -591,7 +796,7 @@ class NamespaceInfo:
 
 def _namespace_folders(root: Path) -> list[Path]:
     try:
-        return sorted(Path(e.path) for e in os.scandir(Path(root) / LAYOUT) if e.is_dir())
+        return sorted(Path(e.path) for e in os.scandir(Path(root) / LAYOUT) if e.is_dir(follow_symlinks=False))
     except FileNotFoundError:
         return []
 
@@ -600,7 +805,7 @@ def _pack_infos(folder: Path) -> tuple:
     out = []
     for name in _list_packs(folder):
         try:
-            st = os.stat(folder / name)
+            st = os.stat(folder / name, follow_symlinks=False)
         except FileNotFoundError:
             continue
         out.append(PackInfo(folder / name, st.st_size, st.st_mtime))
@@ -614,29 +819,32 @@ def _mtime(path: Path) -> float | None:
         return None
 
 
-def _namespace_info(folder: Path, *, count_entries: bool = True) -> NamespaceInfo:
+def _namespace_info(folder: Path, secret: bytes = b"", *, check: bool = True) -> NamespaceInfo:
+    """A namespace's packs; with ``check``, each pack's bytes checked: entries and skipped packs counted."""
     try:
         key = json.loads((folder / "key.json").read_text(encoding="utf-8"))["key"]
     except (OSError, ValueError, KeyError, TypeError):
         key = None
-    entries, packs = 0, ()
+    index, packs = None, ()
     for _ in range(READ_TRIES):
         packs = _pack_infos(folder)
         names = tuple(p.path.name for p in packs)
         try:
-            entries = _index(folder, names).entries if names and count_entries else 0
+            index = _index(folder, names, secret) if names and check else None
             break
         except OSError as e:
             if not _vanished(e, folder, names):
                 raise
     stamps = [t for t in [_mtime(folder / "last-used"), *(p.last_used for p in packs)] if t is not None]
-    return NamespaceInfo(id=folder.name, path=folder, key=key, entries=entries, packs=packs,
-                         bytes=sum(p.bytes for p in packs), last_used=max(stamps) if stamps else None)
+    return NamespaceInfo(id=folder.name, path=folder, key=key, entries=index.entries if index else 0, packs=packs,
+                         bytes=sum(p.bytes for p in packs), last_used=max(stamps) if stamps else None,
+                         skipped=index.skipped if index else ())
 
 
-def info(root) -> list[NamespaceInfo]:
-    """Every namespace under ``root``: entries, packs, bytes, last used (most recently used first)."""
-    found = [_namespace_info(folder) for folder in _namespace_folders(root)]
+def info(root, secret: bytes = b"") -> list[NamespaceInfo]:
+    """Every namespace under ``root``: entries, packs, bytes, last used, the packs it would not serve (most
+    recently used first)."""
+    found = [_namespace_info(folder, secret) for folder in _namespace_folders(root)]
     return sorted(found, key=lambda n: -(n.last_used or 0))
 
 
@@ -644,6 +852,8 @@ def info(root) -> list[NamespaceInfo]:
 class PruneResult:
     dry_run: bool
     removed: list = field(default_factory=list)  # PackInfo of the packs removed (or that would be)
+    damaged: list = field(default_factory=list)  # (PackInfo, reason) of the unserved packs removed (--damaged)
+    kept_damaged: list = field(default_factory=list)  # (path, reason): unserved, not removed (folders; no --damaged)
     compacted: list = field(default_factory=list)  # (inputs: list[Path], output: Path | None) per merge
     stale_temporaries: list = field(default_factory=list)
     bytes_before: int = 0
@@ -651,20 +861,48 @@ class PruneResult:
 
     @property
     def removed_bytes(self) -> int:
-        return sum(p.bytes for p in self.removed)
+        return sum(p.bytes for p in self.removed) + sum(p.bytes for p, _ in self.damaged)
+
+
+def _damaged(spaces: list, secret: bytes) -> list:
+    """(PackInfo, reason) of every pack that fails its own checks: its name, bytes, format or namespace (not the
+    column checks, which depend on the metric version asking)."""
+    out = []
+    for ns in spaces:
+        for p in ns.packs:
+            try:
+                _read_pack(p.path, secret)
+            except BadPack as e:
+                out.append((p, str(e)))
+            except FileNotFoundError:
+                continue
+    return out
 
 
 def prune(root, max_bytes: int | None = None, older_than_days: float | None = None, dry_run: bool = False, *,
-          compact: bool = True, compact_min_packs: int = COMPACT_MIN_PACKS) -> PruneResult:
-    """Bound the cache under ``root``: remove the packs unused for ``older_than_days``, then the least recently
-    used packs until at most ``max_bytes`` remain; then (``compact``) merge the small packs of every namespace
-    holding ``compact_min_packs`` or more into a few. Namespaces left without packs are removed, and so are
-    temporary files of jobs killed mid-write. ``dry_run``: say what would be done, do nothing."""
+          compact: bool = True, compact_min_packs: int = COMPACT_MIN_PACKS, damaged: bool = False,
+          secret: bytes = b"") -> PruneResult:
+    """Bound the cache under ``root``: with ``damaged``, remove the packs that fail their checks (never folders;
+    refused when every pack fails its checksum: a wrong secret); remove the packs unused for ``older_than_days``,
+    then the least recently used packs until at most ``max_bytes`` remain; then (``compact``) merge the small
+    served packs of every namespace holding ``compact_min_packs`` or more into a few. Namespaces left without
+    packs are removed, and so are temporary files of jobs killed mid-write. ``dry_run``: say what would be done,
+    do nothing."""
     now = time.time()
     result = PruneResult(dry_run=dry_run)
-    spaces = [_namespace_info(folder, count_entries=False) for folder in _namespace_folders(root)]
+    spaces = [_namespace_info(folder, secret, check=False) for folder in _namespace_folders(root)]
     packs = sorted((p for ns in spaces for p in ns.packs), key=lambda p: (p.last_used, p.path.name))
     result.bytes_before = total = sum(p.bytes for p in packs)
+    if damaged:
+        bad = _damaged(spaces, secret)
+        if bad and len(bad) == len(packs) and all("checksum" in reason for _, reason in bad):
+            raise ScoreCacheError(f"score cache {root}: every one of its {len(packs)} packs fails its checksum; "
+                                  "is score_cache.secret_file the secret they were written with? Nothing removed")
+        result.kept_damaged = [(p.path, r) for p, r in bad if os.path.isdir(p.path) and not os.path.islink(p.path)]
+        result.damaged = [(p, r) for p, r in bad if (p.path, r) not in result.kept_damaged]
+        gone = {p.path for p, _ in result.damaged}
+        packs = [p for p in packs if p.path not in gone]
+        total -= sum(p.bytes for p, _ in result.damaged)
     cutoff = now - older_than_days * 86_400 if older_than_days is not None else None
     doomed = [p for p in packs if cutoff is not None and p.last_used < cutoff]  # a prefix: packs is LRU first
     total -= sum(p.bytes for p in doomed)
@@ -678,15 +916,15 @@ def prune(root, max_bytes: int | None = None, older_than_days: float | None = No
     for ns in spaces:
         result.stale_temporaries += _stale_temporaries(ns.path, now)
     if not dry_run:
-        for p in [*doomed, *[PackInfo(t, 0, 0) for t in result.stale_temporaries]]:
-            p.path.unlink(missing_ok=True)
-    gone = {p.path for p in doomed}
+        for path in [*(p.path for p in doomed), *(p.path for p, _ in result.damaged), *result.stale_temporaries]:
+            path.unlink(missing_ok=True)
+    gone = {p.path for p in doomed} | {p.path for p, _ in result.damaged}
     for ns in spaces:
         left = [p for p in ns.packs if p.path not in gone]
         if not left and not dry_run:
             _remove_namespace(ns.path)
         elif compact:
-            result.compacted += _compact(ns.path, left, compact_min_packs, dry_run)
+            result.compacted += _compact(ns.path, left, compact_min_packs, dry_run, secret)
     result.bytes_after = sum(p.bytes for ns in spaces for p in _pack_infos(ns.path)) if not dry_run else total
     return result
 
@@ -714,11 +952,12 @@ def _remove_namespace(folder: Path) -> None:
         pass
 
 
-def _compact(folder: Path, packs: list, min_packs: int, dry_run: bool) -> list:
+def _compact(folder: Path, packs: list, min_packs: int, dry_run: bool, secret: bytes) -> list:
     """Merge the small packs of a namespace (oldest first, into packs of about COMPACT_TARGET_BYTES): the
     merged pack keeps the oldest input's creation time and meta, and the latest "last used"; it is renamed
-    into place before the inputs are removed, so a concurrent lookup always finds every entry."""
-    small = [p for p in packs if p.bytes < COMPACT_SMALL_BYTES]
+    into place before the inputs are removed, so a concurrent lookup always finds every entry. A pack that is
+    not served is never merged (nor removed here)."""
+    small = [p for p in packs if p.bytes < COMPACT_SMALL_BYTES and PACK_NAME.fullmatch(p.path.name)]
     if len(small) < min_packs:
         return []
     batches, batch, size = [], [], 0
@@ -731,26 +970,45 @@ def _compact(folder: Path, packs: list, min_packs: int, dry_run: bool) -> list:
     batches.append(batch)
     done = []
     for batch in (b for b in batches if len(b) >= 2):
-        output = None if dry_run else _merge(folder, batch)
-        done.append(([p.path for p in batch], output))
+        inputs, output = ([p.path for p in batch], None) if dry_run else _merge(folder, batch, secret)
+        done.append((inputs, output))
     return done
 
 
-def _merge(folder: Path, batch: list) -> Path | None:
+def _read_whole(path: Path, secret: bytes):
+    """A pack's whole table, its bytes checked."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    tables = []
+    data, _ = _read_checked(path, secret)
+    try:
+        return pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as e:
+        raise BadPack(f"is not a pack this radrank reads ({type(e).__name__}: {e})") from None
+
+
+def _merge(folder: Path, batch: list, secret: bytes) -> tuple:
+    """(the packs merged, the merged pack or None): the packs of ``batch`` that pass their checks, merged."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    tables, schema = [], None
     for p in batch:
         try:
-            tables.append((p, pq.read_table(p.path)))
+            table = _read_whole(p.path, secret)
+            if tables and table.schema.names != tables[0][1].schema.names:
+                raise BadPack("holds other columns than the packs merged with it")
+            unified = _unify(schema, table.schema)
         except FileNotFoundError:  # another prune merged it already
             continue
+        except BadPack as e:
+            _warn(p.path, str(e))
+            continue
+        tables.append((p, table))
+        schema = unified
     if len(tables) < 2:
-        return None
+        return [p.path for p, _ in tables], None
     first = tables[0][1].schema
-    schema = _unified_schema([t.schema for _, t in tables], str(folder))
     merged = pa.concat_tables([t.replace_schema_metadata(None).cast(schema) for _, t in tables])
     digests = merged.column("digest")
     first_rows = pc.index_in(pc.unique(digests), value_set=digests).to_numpy()
@@ -758,9 +1016,9 @@ def _merge(folder: Path, batch: list) -> Path | None:
     block = {**_block(first), "rows": merged.num_rows, "compacted_from": len(tables)}
     merged = merged.replace_schema_metadata({**{k: v for k, v in (first.metadata or {}).items() if k == b"pandas"},
                                              META_KEY: json.dumps(block, sort_keys=True, default=str).encode()})
-    output = _write_pack(folder, merged, _created_ns(tables[0][0].path.name))
+    output = _write_pack(folder, merged, _created_ns(tables[0][0].path.name), secret)
     last_used = max(p.last_used for p, _ in tables)
     os.utime(output, (last_used, last_used))
     for p, _ in tables:
         p.path.unlink(missing_ok=True)
-    return output
+    return [p.path for p, _ in tables], output

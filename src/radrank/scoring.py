@@ -114,12 +114,12 @@ def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | N
     counts = {"rows": len(table), "distinct": len(distinct)}
 
     cached = cache is not None and cache.enabled and metric.cache_scores
-    namespace = cache.namespace(cache_key(metric, settings, runtime)) if cached else None
+    namespace = cache.namespace(cache_key(metric, settings, runtime), columns=metric.columns) if cached else None
     found = namespace.lookup(distinct[KEY].tolist()) if namespace is not None else None
     found = found if found is not None and len(found) else None
     todo = distinct[~distinct[KEY].isin(found["digest"])] if found is not None else distinct
     if namespace is not None:
-        counts.update(cached=len(distinct) - len(todo), scored=len(todo))
+        counts.update(cached=len(distinct) - len(todo), scored=len(todo), skipped_packs=len(namespace.skipped))
     parts, models_prov = [], None
     if found is not None:
         parts.append(found.rename(columns={"digest": KEY})[[KEY, *metric.columns]])
@@ -129,7 +129,8 @@ def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | N
         if namespace is not None:
             keep = metric.cacheable(scored)
             if keep.any():
-                namespace.store(scored.loc[keep].rename(columns={KEY: "digest"}).reset_index(drop=True),
+                namespace.store(scored.loc[keep, [KEY, *metric.columns]].rename(columns={KEY: "digest"})
+                                .reset_index(drop=True),
                                 {"models": models_prov})
         parts.append(scored)
     rows = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else \

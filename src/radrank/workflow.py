@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from radrank import jobs, metaeval, metrics
+from radrank import jobs, metaeval, metrics, score_cache
 from radrank.digests import FileDigests
 from radrank.errors import ConfigError, InputError, MissingWeightsError
 from radrank.sheets import (NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, name_problem, read_models_sheet, read_sheet,
@@ -163,6 +163,7 @@ class Plan:
                 raise ConfigError(f"config 'shards' names {name!r}: it combines other metrics' scores model by "
                                   "model (one cheap job per dataset × split); shard the metrics it reads instead")
         self.metaeval_sets = metaeval.sets_from_config(self.config)
+        score_cache.ScoreCache.from_config(self.config)  # its secret file, checked once here, not in every job
         self._read_sheet()
         self._read_generation()
         if not self.submissions:
