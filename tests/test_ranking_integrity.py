@@ -184,6 +184,21 @@ def test_a_reference_edit_that_drops_hard_cases_counts_them_as_missing(tmp_path)
     assert_rank_inside_interval(board)
 
 
+def test_a_submission_whose_every_case_is_dropped_cannot_block_the_leaderboard(tmp_path):
+    ids, careful, hasty = cases_with_findings(), predictions("careful"), predictions("hasty")
+    gt = truth()
+    edited = {c: gt[c]["section_findings"] + " " for c in ids}  # every reference differs from the canonical one
+    subs = {"honest": submission({c: careful[c] for c in ids}), "other": submission({c: hasty[c] for c in ids}),
+            "blocker": submission({c: careful[c] for c in ids}, edited)}
+    board, accounting, per_case = run_group(tmp_path, subs, on_mismatch="drop")
+    assert board.loc["honest", "Rank"] == 1 and board.loc["other", "Rank"] == 2 and pd.isna(board.loc["blocker", "Rank"])
+    assert board.loc["blocker", "Missing"] == len(ids) and board.loc["blocker", "Coverage"] == 0
+    assert board.loc["blocker", "Missing reasons"] == f"reference_mismatch {len(ids)}"
+    assert "not ranked" in board.loc["blocker", "Flag"]
+    assert (per_case["blocker"] == 0).all()
+    assert_rank_inside_interval(board)
+
+
 # --- without a canonical file ---------------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -282,6 +283,19 @@ def test_a_fifo_named_by_the_sheet_or_the_config_is_refused_when_the_workflow_lo
         plan_of(workdir, tmp_path, models=str(fifo))
     with pytest.raises(ConfigError, match=rf"config file {fifo} is a FIFO"):
         load_config_file(fifo)
+
+
+def test_a_file_from_the_future_is_refused_when_the_workflow_loads(workdir, tmp_path, monkeypatch):
+    """A submitter's archive can carry a far-future mtime; Snakemake would then fail every job reading the file."""
+    future = tmp_path / "future.json"
+    future.write_text((workdir / "example/demo_cxr/careful.json").read_text())
+    os.utime(future, (2_000_000_000, 2_000_000_000))  # 2033
+    sheet = sheet_file(tmp_path, ["careful", "demo_cxr", str(future), "", ""])
+    error = plan_error(workdir, tmp_path, monkeypatch, submissions=sheet)
+    assert error.startswith(f"sheet {sheet}, row 1 (line 2): path {future} has a modification time in the future (2033")
+    assert f"`touch {future}` sets it to now" in error
+    os.utime(future, (time.time() + 60, time.time() + 60))  # a clock a minute ahead is not refused
+    plan_of(workdir, tmp_path, submissions=sheet)
 
 
 # --- item 9: config bounds, and what is checked when the workflow loads --------------------------------

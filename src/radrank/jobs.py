@@ -226,9 +226,13 @@ class Ingest(Job):
                                  n_pairs=len(pairs), n_listed=len(drops))
         log.info("%s/%s/%s: %d pairs from %s (%s); %d listed in the drop file",
                  self.dataset, self.split, self.model, len(pairs), path, fmt, len(drops))
-        if pairs.empty:
+        if pairs.empty and not (canonical_path and len(drops)):
             raise InputError(path, f"no scorable pair for split {self.split!r} "
                              f"({len(drops)} listed, e.g. {drops['reason'].value_counts().to_dict()})")
+        if pairs.empty:  # the case set is the canonical file's: the model misses every case, counted and flagged
+            log.warning("%s/%s/%s: every case of %s was dropped (%s); the model counts as missing every case of "
+                        "the set, and its leaderboard is built without it", self.dataset, self.split, self.model,
+                        path, drops["reason"].value_counts().to_dict())
         io.write_csv(drops, output.drops)
         io.write_parquet(pairs, output.pairs, prov)
 

@@ -118,14 +118,12 @@ def align(pairs, cases):
         return own.reset_index(drop=True)
     added = {}
     for column in pairs.columns:
-        if column == "sample_id":
-            added[column] = lacking["sample_id"].to_numpy()
-        elif column == "reference":
-            added[column] = lacking["reference"].to_numpy()
+        if column in ("sample_id", "reference"):  # the set's own dtype (a model with no pair has no dtype to give)
+            added[column] = lacking[column].reset_index(drop=True)
         elif column == "hypothesis":
-            added[column] = np.full(len(lacking), "", dtype=object)
+            added[column] = pd.Series([""] * len(lacking), dtype=cases["reference"].dtype)
         else:  # context: none (age is a float column, the rest text)
             added[column] = np.full(len(lacking), np.nan if pairs[column].dtype.kind == "f" else None,
                                     dtype=pairs[column].dtype if pairs[column].dtype.kind == "f" else object)
     filled = pd.DataFrame(added, columns=list(pairs.columns))
-    return pd.concat([own, filled], ignore_index=True)
+    return pd.concat([own, filled], ignore_index=True) if len(own) else filled

@@ -75,7 +75,23 @@ def file_problem(path, *, limit: int | None = None) -> str | None:
         st = os.stat(path)
     except OSError as e:
         return _stat_problem(path, e)
-    return _kind_problem(st.st_mode) or _system_problem(path) or _size_problem(st.st_size, limit)
+    return (_kind_problem(st.st_mode) or _system_problem(path) or _size_problem(st.st_size, limit)
+            or _future_problem(path, st.st_mtime))
+
+
+FUTURE_SKEW_S = 300  # a clock a few minutes ahead (NFS servers, VMs) is not a future file
+
+
+def _future_problem(path: Path, mtime: float) -> str | None:
+    """A modification time in the future (a submitter's tar archive keeps its own): Snakemake would fail every job
+    that reads the file, on every run, with "older modification time than input" until it is touched."""
+    import time
+
+    if mtime <= time.time() + FUTURE_SKEW_S:
+        return None
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime))
+    return (f"has a modification time in the future ({when}): Snakemake would fail every job that reads it; "
+            f"`touch {path}` sets it to now")
 
 
 def _system_problem(path: Path) -> str | None:
