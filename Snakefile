@@ -28,6 +28,11 @@ onstart:
     workers.stop_on_signals(workflow)
 
 
+onsuccess:
+    # the score cache keeps its bound (score_cache.max_gb, max_age_days) and its lookups flat (compaction)
+    score_cache.keep_bounded(config)
+
+
 rule all:
     default_target: True
     input:

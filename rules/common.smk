@@ -1,4 +1,5 @@
 import atexit
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -7,7 +8,7 @@ from types import SimpleNamespace
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import jobs, metaeval, metrics, workers
+from radrank import jobs, metaeval, metrics, score_cache, workers
 from radrank.mrscore_train import config as mrscore_config
 from radrank.mrscore_train import stages as mrscore_stages
 from radrank.errors import RadrankError
@@ -26,6 +27,8 @@ except RadrankError as e:
 for warning in PLAN.warnings:
     print(f"radrank: warning: {warning}", file=sys.stderr)
 atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
+# one id for the run's jobs (they inherit it, on SLURM too): `radrank cache info` shows the last run's hit rates
+os.environ.setdefault(score_cache.RUN_ENV_VAR, score_cache.new_run_id())
 
 
 wildcard_constraints:

@@ -25,7 +25,7 @@ def _set_config(workdir, **changes):
     path = workdir / "config/config.yaml"
     config = yaml.safe_load(path.read_text())
     for key, value in changes.items():
-        config[key] = {**config[key], **value} if isinstance(value, dict) else value
+        config[key] = {**(config.get(key) or {}), **value} if isinstance(value, dict) else value
     path.write_text(yaml.safe_dump(config))
 
 
@@ -115,3 +115,32 @@ def test_a_touched_submission_reruns_nothing_an_edited_one_its_chain(finished):
         assert {w["dataset"] for rule, w in jobs if rule in ("bootstrap", "leaderboard")} == {"demo_cxr"}
     finally:
         path.write_bytes(original)
+
+
+def test_every_run_keeps_the_score_cache_bounded(finished, tmp_path):
+    """score_cache.max_gb is kept at the end of a successful run (the Snakefile's onsuccess), and small packs are
+    compacted: the bound holds without anyone running `radrank cache prune`."""
+    import numpy as np
+    import pandas as pd
+
+    from radrank import score_cache as sc
+
+    original = (finished / "config/config.yaml").read_text()
+    root = tmp_path / "shared-cache"
+    cache = sc.ScoreCache(root)
+    old, busy = cache.namespace({"metric": "old"}), cache.namespace({"metric": "busy"})
+    old.store(pd.DataFrame({"digest": [f"{i:032x}" for i in range(2000)], "f1": np.arange(2000.0)}), {})
+    for pack in old.dir.glob("pack-*.parquet"):
+        os.utime(pack, (1, 1))  # unused for decades: the first to go
+    for i in range(sc.COMPACT_MIN_PACKS):
+        busy.store(pd.DataFrame({"digest": [f"{i:016x}{j:016x}" for j in range(50)], "f1": [float(i)] * 50}), {})
+    keep = sum(p.stat().st_size for p in busy.dir.glob("pack-*.parquet")) + 1000
+    try:
+        _set_config(finished, leaderboard={"decimals": 5},  # a cheap real run: the leaderboards and the report
+                    score_cache={"dir": str(root), "max_gb": keep / 1e9})
+        snakemake(finished)
+        assert old.packs() == [] and not old.dir.exists()  # least recently used, over the bound: removed
+        assert len(busy.packs()) == 1  # compacted: one lookup reads one pack
+        assert len(busy.lookup([f"{i:016x}{j:016x}" for i in range(sc.COMPACT_MIN_PACKS) for j in range(50)])) == 400
+    finally:
+        (finished / "config/config.yaml").write_text(original)

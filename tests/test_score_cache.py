@@ -529,6 +529,41 @@ def test_off_disables_the_cache(tmp_path, monkeypatch):
     assert not any(tmp_path.rglob("*.parquet"))
 
 
+def test_hit_records_give_the_last_runs_rate_and_prune_keeps_the_last_runs(tmp_path, monkeypatch):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    for run in range(sc.HIT_RUNS_KEPT + 2):
+        monkeypatch.setenv(sc.RUN_ENV_VAR, f"20260101T0000{run:02d}Z-1")
+        ns.record_hits(asked=100, served=10 * run)
+        ns.record_hits(asked=50, served=50)  # a second job of the same run
+    ns.store(scores_of(digests_of(3)), {})
+    [space] = sc.info(tmp_path)
+    last = sc.HIT_RUNS_KEPT + 1
+    assert space.last_run == {"run": f"20260101T0000{last:02d}Z-1", "asked": 150, "served": 10 * last + 50}
+    sc.prune(tmp_path)
+    runs = {p.name.rsplit("-", 1)[0] for p in (ns.dir / sc.HITS).glob("*.json")}
+    assert len(runs) == sc.HIT_RUNS_KEPT and f"20260101T000000Z-1" not in runs
+    monkeypatch.setenv(sc.RUN_ENV_VAR, "../../etc")  # not an id: this process's own
+    assert sc.run_id() != "../../etc" and "/" not in sc.run_id()
+
+
+def test_keeping_the_bound_never_fails_a_run(tmp_path, caplog):
+    caplog.set_level("INFO", logger="radrank")
+    root = tmp_path / "cache"
+    ns = sc.ScoreCache(root).namespace(KEY)
+    for i in range(3):
+        ns.store(scores_of(digests_of(200, 200 * i)), {})
+    result = sc.keep_bounded({"score_cache": {"dir": str(root), "max_gb": 0}})
+    assert len(result.removed) == 3 and ns.packs() == [] and "3 pack(s) removed" in caplog.text
+    assert sc.keep_bounded({"score_cache": {"dir": str(tmp_path / "never-made")}}) is None
+    assert sc.keep_bounded({"score_cache": {"dir": "off"}}) is None
+    ns.store(scores_of(digests_of(5)), {})
+    secret = tmp_path / "secret"
+    secret.write_text("x" * 20)
+    secret.chmod(0o644)  # refused: a warning, not a failed run
+    assert sc.keep_bounded({"score_cache": {"dir": str(root), "secret_file": str(secret)}}) is None
+    assert "not bounded" in caplog.text and len(ns.packs()) == 1
+
+
 # --- the command ----------------------------------------------------------------------------------
 
 
@@ -555,7 +590,11 @@ def test_cache_info_and_prune_commands(tmp_path, monkeypatch, capsys):
     assert f"Score cache: {root}" in out
     row = next(line for line in out.splitlines() if ns.id[:12] in line).split()
     assert row[1:4] == ["bertscore", "150", "2"]
-    assert "1 namespace(s), 150 entries" in out
+    assert "1 namespace(s), 150 entries" in out and row[-1] == "-"  # no lookup recorded yet
+    monkeypatch.setenv(sc.RUN_ENV_VAR, "20261203T120000Z-7")
+    ns.record_hits(asked=200, served=150)
+    assert cli.main(["-C", str(wd), "cache", "info"]) == 0
+    assert "150 of 200 pairs (75 %), run 20261203T120000Z-7" in capsys.readouterr().out
     assert cli.main(["-C", str(wd), "cache", "prune", "--max-gb", "0", "--dry-run"]) == 0
     assert "would remove 2 pack(s)" in capsys.readouterr().out and len(ns.packs()) == 2
     assert cli.main(["-C", str(wd), "cache", "prune", "--max-gb", "0"]) == 0

@@ -437,11 +437,14 @@ def cache(ns, args: list[str]) -> int:
             print("  empty")
             return 0
         print(f"  {'namespace':12s} {'metric':16s} {'entries':>11s} {'packs':>6s} {'unserved':>8s} {'size':>9s}  "
-              "last used")
+              f"{'last used':16s}  last run's hits")
         for space in spaces:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(space.last_used)) if space.last_used else "-"
+            run = space.last_run
+            hits = (f"{run['served']:,d} of {run['asked']:,d} pairs ({100 * run['served'] / run['asked']:.0f} %), "
+                    f"run {run['run']}" if run and run["asked"] else "-")
             print(f"  {space.id[:12]:12s} {space.metric[:16]:16s} {space.entries:>11,d} {len(space.packs):>6d} "
-                  f"{len(space.skipped):>8d} {human_bytes(space.bytes):>9s}  {used}")
+                  f"{len(space.skipped):>8d} {human_bytes(space.bytes):>9s}  {used:16s}  {hits}")
         print(f"  {len(spaces)} namespace(s), {sum(s.entries for s in spaces):,d} entries, "
               f"{human_bytes(sum(s.bytes for s in spaces))}")
         for path, reason in (item for s in spaces for item in s.skipped):

@@ -695,12 +695,122 @@ class Namespace:
         if not marker.exists():
             marker.touch()
 
+    def record_hits(self, asked: int, served: int) -> None:
+        """Keep what one lookup of this run found (``radrank cache info`` shows the last run's hit rate): a small
+        file per job, written atomically; best effort, like a store."""
+        if not self.enabled or asked == 0:
+            return
+        record = {"run": run_id(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "asked": int(asked),
+                  "served": int(served), "skipped_packs": len(self.skipped)}
+        try:
+            folder = self.dir / HITS
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".hits-", suffix=".part", dir=folder)
+            try:
+                radrank_io.make_ordinary(fd)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(record, f)
+                os.replace(tmp, folder / f"{record['run']}-{secrets.token_hex(4)}.json")
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as e:
+            log.warning("score cache: could not record hits in %s (%s)", self.dir, e)
+
     def meta(self) -> dict | None:
         """The ``meta`` stored with the namespace's oldest served pack (None without one): what a job that found
         every pair cached records as its provenance."""
         if not self.enabled:
             return None
         return self._read(lambda index: index.meta)
+
+
+# --- runs -------------------------------------------------------------------------------------------
+
+RUN_ENV_VAR = "RADRANK_RUN_ID"  # set by the workflow when a run starts (its jobs, local or on SLURM, inherit it)
+HITS = "hits"  # a namespace's folder of hit records, one per lookup: <run id>-<random>.json
+HIT_RUNS_KEPT = 10  # prune keeps the records of a namespace's last runs
+
+
+def new_run_id() -> str:
+    """A run's id: its start time (sortable) and the process."""
+    return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+
+
+def run_id() -> str:
+    """The id of the run this process works for: $RADRANK_RUN_ID, else this process's own."""
+    global _PROCESS_RUN
+    value = os.environ.get(RUN_ENV_VAR, "").strip()
+    if value and re.fullmatch(r"[0-9A-Za-z_.-]{1,64}", value):
+        return value
+    _PROCESS_RUN = _PROCESS_RUN or new_run_id()
+    return _PROCESS_RUN
+
+
+_PROCESS_RUN = None
+
+
+def _hit_records(folder: Path) -> list:
+    out = []
+    try:
+        entries = list(os.scandir(folder / HITS))
+    except (FileNotFoundError, NotADirectoryError):
+        return out
+    for entry in entries:
+        if entry.name.endswith(".json"):
+            try:
+                record = json.loads(Path(entry.path).read_text(encoding="utf-8"))
+                out.append((Path(entry.path), str(record["run"]), int(record["asked"]), int(record["served"])))
+            except (OSError, ValueError, KeyError, TypeError):
+                continue  # a record being pruned, or not one radrank wrote: not a hit rate
+    return out
+
+
+def last_run_hits(folder: Path) -> dict | None:
+    """{run, asked, served} summed over the lookups of the namespace's latest run (None without records)."""
+    records = _hit_records(folder)
+    if not records:
+        return None
+    last = max(run for _, run, _, _ in records)
+    mine = [r for r in records if r[1] == last]
+    return {"run": last, "asked": sum(r[2] for r in mine), "served": sum(r[3] for r in mine)}
+
+
+def _old_hit_records(folder: Path) -> list[Path]:
+    """The records of the namespace's runs before its last HIT_RUNS_KEPT."""
+    records = _hit_records(folder)
+    kept = set(sorted({run for _, run, _, _ in records})[-HIT_RUNS_KEPT:])
+    return [path for path, run, _, _ in records if run not in kept]
+
+
+# --- the bound, kept at the end of every run -------------------------------------------------------
+
+
+def keep_bounded(config: dict) -> "PruneResult | None":
+    """At the end of a run: the cache of ``config`` pruned to ``score_cache.max_gb`` and ``max_age_days`` (least
+    recently used packs first) and its small packs compacted, so lookups stay flat in the number of stores.
+    Never fails the run: a problem is a warning (the run's outputs are complete either way)."""
+    section = config.get("score_cache") or {}
+    try:
+        store = ScoreCache.from_config(config)
+    except RadrankError as e:
+        log.warning("score cache: not bounded (%s)", e)
+        return None
+    if not store.enabled or not (store.root / LAYOUT).is_dir():
+        return None
+    max_gb, days = section.get("max_gb"), section.get("max_age_days")
+    try:
+        result = prune(store.root, max_bytes=None if max_gb is None else int(max_gb * 1e9), older_than_days=days,
+                       secret=store.secret)
+    except (OSError, ScoreCacheError) as e:
+        log.warning("score cache %s: not bounded (%s)", store.root, e)
+        return None
+    merged = sum(len(inputs) for inputs, _ in result.compacted)
+    if result.removed or merged:
+        log.info("score cache %s: %.1f MB -> %.1f MB (max_gb %s, max_age_days %s): %d pack(s) removed, %d small "
+                 "pack(s) compacted into %d", store.root, result.bytes_before / 1e6, result.bytes_after / 1e6,
+                 max_gb, days, len(result.removed), merged, len(result.compacted))
+    return result
 
 
 # --- the secret -----------------------------------------------------------------------------------
@@ -787,6 +897,7 @@ class NamespaceInfo:
     bytes: int
     last_used: float | None  # the latest of the marker and the packs
     skipped: tuple = ()  # (path, reason) of the packs not served
+    last_run: dict | None = None  # {run, asked, served} of the namespace's latest run's lookups
 
     @property
     def metric(self) -> str:
@@ -838,7 +949,7 @@ def _namespace_info(folder: Path, secret: bytes = b"", *, check: bool = True) ->
     stamps = [t for t in [_mtime(folder / "last-used"), *(p.last_used for p in packs)] if t is not None]
     return NamespaceInfo(id=folder.name, path=folder, key=key, entries=index.entries if index else 0, packs=packs,
                          bytes=sum(p.bytes for p in packs), last_used=max(stamps) if stamps else None,
-                         skipped=index.skipped if index else ())
+                         skipped=index.skipped if index else (), last_run=last_run_hits(folder) if check else None)
 
 
 def info(root, secret: bytes = b"") -> list[NamespaceInfo]:
@@ -914,9 +1025,11 @@ def prune(root, max_bytes: int | None = None, older_than_days: float | None = No
             total -= p.bytes
     result.removed = doomed
     for ns in spaces:
-        result.stale_temporaries += _stale_temporaries(ns.path, now)
+        result.stale_temporaries += _stale_temporaries(ns.path, now) + _stale_temporaries(ns.path / HITS, now)
     if not dry_run:
-        for path in [*(p.path for p in doomed), *(p.path for p, _ in result.damaged), *result.stale_temporaries]:
+        old_records = [path for ns in spaces for path in _old_hit_records(ns.path)]
+        for path in [*(p.path for p in doomed), *(p.path for p, _ in result.damaged), *result.stale_temporaries,
+                     *old_records]:
             path.unlink(missing_ok=True)
     gone = {p.path for p in doomed} | {p.path for p, _ in result.damaged}
     for ns in spaces:
@@ -935,7 +1048,7 @@ def _stale_temporaries(folder: Path, now: float) -> list[Path]:
         for entry in os.scandir(folder):
             if entry.name.endswith(".part") and now - entry.stat().st_mtime > STALE_TEMP_S:
                 out.append(Path(entry.path))
-    except FileNotFoundError:  # the namespace went away meanwhile (another prune)
+    except (FileNotFoundError, NotADirectoryError):  # the namespace went away meanwhile (another prune)
         pass
     return out
 
@@ -944,6 +1057,12 @@ def _remove_namespace(folder: Path) -> None:
     """Remove a namespace without packs; a store racing it recreates what it needs (see Namespace.store)."""
     if _list_packs(folder):
         return
+    for path, *_ in _hit_records(folder):
+        path.unlink(missing_ok=True)
+    try:
+        (folder / HITS).rmdir()
+    except OSError:
+        pass
     for name in ("key.json", "last-used"):
         (folder / name).unlink(missing_ok=True)
     try:

@@ -120,6 +120,7 @@ def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | N
     todo = distinct[~distinct[KEY].isin(found["digest"])] if found is not None else distinct
     if namespace is not None:
         counts.update(cached=len(distinct) - len(todo), scored=len(todo), skipped_packs=len(namespace.skipped))
+        namespace.record_hits(asked=len(distinct), served=len(distinct) - len(todo))
     parts, models_prov = [], None
     if found is not None:
         parts.append(found.rename(columns={"digest": KEY})[[KEY, *metric.columns]])
