@@ -359,12 +359,12 @@ def poison(pack: Path, digests, *, secret: bytes | None = None, older: bool = Fa
 
 
 @pytest.mark.parametrize("how", ["overwritten", "older_name", "forged_checksum", "truncated"])
-def test_a_poisoned_or_damaged_score_cache_pack_gains_its_author_nothing(tmp_path, monkeypatch, caplog, how):
+def test_a_poisoned_or_damaged_score_cache_pack_gains_its_author_nothing(tmp_path, caplog, how):
     from radrank import score_cache as sc
     from radrank.scoring import pair_keys
 
     rouge = metrics.get("rouge")
-    monkeypatch.setattr(type(rouge), "cache_scores", True)  # a model metric's path, in the core env
+    assert rouge.cache_scores  # its scores go through the cache, like a model metric's
     ids, careful, hasty = cases_with_findings(), predictions("careful"), predictions("hasty")
     subs = {"honest": submission({c: careful[c] for c in ids}), "attacker": submission({c: hasty[c] for c in ids})}
     secret = b"maintainers-only-" * 2 if how == "forged_checksum" else b""

@@ -134,6 +134,19 @@ def test_lookup_returns_what_was_stored_with_its_dtypes(tmp_path):
     assert empty.empty and empty.dtypes.to_dict() == frame.dtypes.to_dict()
 
 
+def test_a_few_digests_asked_of_a_large_namespace_come_back_in_order_from_their_oldest_copy(tmp_path):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    every = digests_of(4000)
+    ns.store(scores_of(every[:3000]), {})
+    newer = scores_of(every[2000:]).assign(precision=-1.0)  # a later copy of 1000 of them: never the one served
+    ns.store(newer, {})
+    wanted = [every[3500], "0" * 32, every[10], every[2500], every[10], every[3999]]
+    got = ns.lookup(wanted)
+    assert got.digest.tolist() == [every[3500], every[10], every[2500], every[3999]]
+    assert got.precision.tolist()[0] == -1.0 and (got.precision.to_numpy()[1:3] >= 0).all()
+    assert got.precision.tolist()[3] == -1.0
+
+
 def test_a_score_file_from_cached_rows_is_byte_identical(tmp_path):
     ns = sc.ScoreCache(tmp_path / "cache").namespace(KEY)
     fresh = mixed_frame()

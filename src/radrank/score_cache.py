@@ -615,9 +615,15 @@ class Namespace:
 
         if not index.used:
             return _no_rows()
-        where = pc.fill_null(pc.index_in(pa.array(wanted, type=pa.string()), value_set=index.digests), -1)
-        where = where.to_numpy()
-        hits = where[where >= 0]  # in the order wanted
+        asked = pa.array(wanted, type=pa.string())
+        if len(asked) * 4 < len(index.digests):  # a hash table of the few asked, probed by the many stored
+            positions = np.flatnonzero(pc.is_in(index.digests, value_set=asked).to_numpy(zero_copy_only=False))
+            slot = pc.index_in(index.digests.take(positions), value_set=asked).to_numpy()
+            _, first = np.unique(slot, return_index=True)  # the oldest copy of each (positions ascend)
+            hits = positions[first]  # in the order wanted (np.unique sorts the slots)
+        else:
+            where = pc.fill_null(pc.index_in(asked, value_set=index.digests), -1).to_numpy()
+            hits = where[where >= 0]  # in the order wanted
         pack_of, row_of = index.pack_of[hits], index.row_of[hits]
         tables, order, answered = [], [], []
         for pack in np.unique(pack_of):

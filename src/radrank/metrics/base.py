@@ -150,7 +150,9 @@ class Metric:
     # The pair columns ``score`` reads: a pair's scores are a function of these alone (and the settings), so
     # identical pairs of different models are scored once and a scored pair is never scored again.
     reads: ClassVar[tuple[str, ...]] = ("reference", "hypothesis")
-    cache_scores: ClassVar[bool] = True  # keep per-pair scores in the score cache (False: recomputing is cheaper)
+    # keep per-pair scores in the score cache (False: recomputing is cheaper); even counting n-grams costs more than
+    # a lookup (benchmarks/lexical_cache.py)
+    cache_scores: ClassVar[bool] = True
 
     def __repr__(self):
         return f"<metric {self.name}>"

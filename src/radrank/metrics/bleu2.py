@@ -106,7 +106,6 @@ class BLEU2(Metric):
     leaves = (mean_leaf("bleu2", "BLEU"),)
     # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
     # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
-    cache_scores = False  # counting n-grams is cheaper than looking the pair up
     default_resources = Resources(mem_mb=1000, runtime_min=10)
     board = (BoardColumn("BLEU", "bleu2", 1),)
 

@@ -95,7 +95,6 @@ class BLEU4(Metric):
     leaves = (Leaf(name="bleu4", label="BLEU-4", stats=STATS, corpus=corpus_bleu),)
     # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
     # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
-    cache_scores = False  # counting n-grams is cheaper than looking the pair up
     default_resources = Resources(mem_mb=1000, runtime_min=10)
 
     def score(self, pairs, settings, inputs, runtime):

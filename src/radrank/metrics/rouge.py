@@ -217,7 +217,6 @@ class ROUGE(Metric):
     leaves = (mean_leaf("rouge1", "ROUGE-1"), mean_leaf("rouge2", "ROUGE-2"), mean_leaf("rougeL", "ROUGE-L"))
     # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
     # peaks at 643 MB (work bounded by base.PAIR_CHUNK; the pair table and results add ~5 MB per 1,000 pairs).
-    cache_scores = False  # counting n-grams is cheaper than looking the pair up
     default_resources = Resources(mem_mb=1000, runtime_min=20)
     packages = ("rouge-score", "nltk")
 

@@ -156,7 +156,6 @@ class VQA(Metric):
     )
     # NaN outside a sample's subset (closed / open question), by design: mean leaves skip them.
     nan_columns = ("vqa_closed_accuracy", "vqa_closed_token_f1", "vqa_open_token_f1", "vqa_open_token_recall")
-    cache_scores = False  # counting tokens is cheaper than looking the pair up
     default_resources = Resources(mem_mb=1000, runtime_min=10)
 
     def score(self, pairs, settings, inputs, runtime):
