@@ -94,6 +94,7 @@ def test_rank_uncertainty_columns_are_appended_after_rexranks(tmp_path):
     plain = build_leaderboard(result.summary, {}, meta)
     assert list(board.columns[:len(plain.columns)]) == list(plain.columns)  # ReXrank's and the old columns first
     assert list(board.columns[len(plain.columns):]) == ["Rank CI", "Rank CI low", "Rank CI high", "P(rank=1)",
+                                                        "Rank set", "Rank set low", "Rank set high", "Tier",
                                                         "Tied with"]
     first = board.iloc[0]
     assert (first["model"], first["Rank CI"], first["P(rank=1)"], first["Tied with"]) == ("a", "[1, 1]", 1.0, "")
@@ -101,6 +102,9 @@ def test_rank_uncertainty_columns_are_appended_after_rexranks(tmp_path):
     rows = board.set_index("model")
     assert rows.loc["b", "Tied with"] == "Model C" and rows.loc["c", "Tied with"] == "Model B"
     assert rows.loc["b", "Rank CI low"] == 2 and rows.loc["b", "Rank CI high"] == 3
+    # a is separated from both even jointly; b and c share tier 2 and a joint set [2, 3]
+    assert rows["Tier"].tolist() == [1, 2, 2] and rows.loc["a", "Rank set"] == "[1, 1]"
+    assert rows.loc["b", "Rank set"] == rows.loc["c", "Rank set"] == "[2, 3]"
     assert distribution.groupby("model")["probability"].sum().round(12).eq(1).all()
     path = tmp_path / "board.csv"
     board.to_csv(path, index=False)

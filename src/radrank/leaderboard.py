@@ -17,7 +17,8 @@ listed after the ranked models; ``Flag`` says why a model has no rank or rank in
 Rank uncertainty (:mod:`radrank.stats.ranks`), appended after ReXrank's and the
 existing columns when the bootstrap replicates and comparisons are given:
 ``Rank CI`` (the rank interval at the bootstrap level, "[lo, hi]", on the ``Rank CI cases``
-every ranked model has), ``Rank CI low``, ``Rank CI high``, ``P(rank=1)`` and ``Tied with``
+every ranked model has), ``Rank CI low``, ``Rank CI high``, ``P(rank=1)``, ``Rank set`` / ``Rank set low`` /
+``Rank set high`` (the simultaneous rank set: every model's holds at once), ``Tier`` and ``Tied with``
 (display names of the neighbouring models whose paired difference from this one is not
 significant, best first, joined by "; "; a comparison on too few common cases tells none apart).
 """
@@ -144,6 +145,11 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
             row["Rank CI low"] = int(u["rank_lower"]) if known else None
             row["Rank CI high"] = int(u["rank_upper"]) if known else None
             row["P(rank=1)"] = rounded(u["p_rank1"])
+            joint = bool(np.isfinite(u.get("set_lower", np.nan)))
+            row["Rank set"] = f"[{int(u['set_lower'])}, {int(u['set_upper'])}]" if joint else ""
+            row["Rank set low"] = int(u["set_lower"]) if joint else None
+            row["Rank set high"] = int(u["set_upper"]) if joint else None
+            row["Tier"] = int(u["tier"]) if joint else None
         if uncertainty is not None and covered is not None:
             cases = covered.loc[m, "n_rank_cases"]
             row["Rank CI cases"] = int(cases) if m in ranks and not pd.isna(cases) else None
@@ -154,7 +160,7 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
         row["_order"] = (0, ranks[m]) if m in ranks else (1, order_unranked[m])
         rows.append(row)
     table = pd.DataFrame(rows)
-    for column in ("Rank", "Rank CI low", "Rank CI high", "Rank CI cases"):
+    for column in ("Rank", "Rank CI low", "Rank CI high", "Rank CI cases", "Rank set low", "Rank set high", "Tier"):
         if column in table.columns:
             table[column] = table[column].astype("Int64")
     return table.sort_values(["_order", "model"], kind="stable").drop(columns="_order").reset_index(drop=True)

@@ -22,7 +22,8 @@ DROP_ROWS_SHOWN = 50
 GLANCE_ROWS = 10  # the index page shows each leaderboard's first rows (and the models it does not rank)
 TIED_SHOWN = 2  # names shown in a "Tied with" cell; the rest in its tooltip and in the CSV
 PER_SAMPLE_TAU_ROWS = 20_000  # above this many (model, case) pairs the per-sample τ uses a fixed random subset
-RANK_COLUMNS = ("Rank CI", "Rank CI low", "Rank CI high", "Rank CI cases", "P(rank=1)", "Tied with")
+RANK_COLUMNS = ("Rank CI", "Rank CI low", "Rank CI high", "Rank CI cases", "P(rank=1)", "Rank set", "Rank set low",
+                "Rank set high", "Tier", "Tied with")
 COUNT_COLUMNS = ("n", "Dropped", "Scored as empty")
 COVERAGE_COLUMNS = ("Coverage", "Cases", "Flag")  # coverage of the dataset's cases; a flag says why not ranked
 
@@ -146,11 +147,13 @@ def leaderboard_table(group: Group) -> Table:
     cols = _metric_columns(board)
     counts = [c for c in COUNT_COLUMNS if c in board.columns]
     coverage = [c for c in ("Coverage", "Cases") if c in board.columns]
-    header = ["Rank", "Model", "P(rank=1)", "Tied with", *cols, *counts, *coverage]
+    tiers = "Tier" in board.columns and any(np.isfinite(_column(board, "Tier")))
+    header = ["Rank", "Model", *(["Tier"] if tiers else []), "P(rank=1)", "Tied with", *cols, *counts, *coverage]
     rows, classes = [], []
     for _, r in board.iterrows():
         rows.append([
-            _rank_cell(r), _model_cell(r), Cell(num(r.get("P(rank=1)")), _number(r.get("P(rank=1)"))),
+            _rank_cell(r), _model_cell(r), *([_tier_cell(r)] if tiers else []),
+            Cell(num(r.get("P(rank=1)")), _number(r.get("P(rank=1)"))),
             _tied_cell(r.get("Tied with")),
             *[Cell(_value_ci(r[c], r.get(f"{c} CI low"), r.get(f"{c} CI high")), _number(r[c]), raw=True)
               for c in cols],
@@ -159,8 +162,23 @@ def leaderboard_table(group: Group) -> Table:
             *[Cell(percent(r.get(c)) if c == "Coverage" else count(r.get(c)), _number(r.get(c)),
                    title=COVERAGE_TIP if c == "Coverage" else None) for c in coverage],
         ])
-        classes.append("flagged" if _flag(r) else "")
-    return Table(header, rows, text_columns=(1, 3), row_classes=classes, cls="board", header_cls={0: "s0", 1: "s1"})
+        classes.append(" ".join(c for c in ("flagged" if _flag(r) else "", _tier_class(r) if tiers else "") if c))
+    return Table(header, rows, text_columns=(1, 4 if tiers else 3), row_classes=classes, cls="board",
+                 header_cls={0: "s0", 1: "s1"})
+
+
+def _tier_cell(r) -> Cell:
+    """The model's tier, its simultaneous rank set in the tooltip."""
+    joint = _text(r.get("Rank set")).strip()
+    return Cell(count(r.get("Tier")), _number(r.get("Tier")),
+                title=f"tier {count(r.get('Tier'))}: no simultaneous comparison separates it from the tier's best; "
+                      f"joint rank set {joint}" if joint else None)
+
+
+def _tier_class(r) -> str:
+    """Every other tier shaded, so the tiers read as bands."""
+    tier = _number(r.get("Tier"))
+    return "tier-even" if np.isfinite(tier) and int(tier) % 2 == 0 else ""
 
 
 # "Dropped 1 · Coverage 100 %" is no contradiction: the two count different sets of cases
@@ -189,9 +207,13 @@ def markdown_leaderboard(group: Group) -> Table:
     counts = [c for c in COUNT_COLUMNS if c in board.columns]
     coverage = [c for c in ("Coverage", "Cases") if c in board.columns]
     flags = "Flag" in board.columns and any(_flag(r) for _, r in board.iterrows())
-    header = ["Rank", "Model", "Rank CI", "P(rank=1)", *cols, *counts, *coverage, *(["Flag"] if flags else [])]
+    tiers = "Tier" in board.columns and any(np.isfinite(_column(board, "Tier")))
+    header = ["Rank", "Model", "Rank CI", *(["Tier", "Rank set"] if tiers else []), "P(rank=1)", *cols, *counts,
+              *coverage, *(["Flag"] if flags else [])]
     rows = [[count(r.get("Rank")), Cell(r["Model Name"], md=md_link(r["Model Name"], r.get("Model URL"))),
-             _text(r.get("Rank CI")) or MISSING, num(r.get("P(rank=1)")), *[_with_ci(r, c) for c in cols],
+             _text(r.get("Rank CI")) or MISSING,
+             *([count(r.get("Tier")), _text(r.get("Rank set")) or MISSING] if tiers else []),
+             num(r.get("P(rank=1)")), *[_with_ci(r, c) for c in cols],
              *[count(r.get(c)) for c in counts],
              *[percent(r.get(c)) if c == "Coverage" else count(r.get(c)) for c in coverage],
              *([_flag(r)] if flags else [])]

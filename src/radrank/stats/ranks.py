@@ -31,6 +31,21 @@ model.
 
 The all-pairs comparison matrix uses Holm's step-down correction over the
 ``m = n(n − 1)/2`` pairs of one dataset × split (family-wise error rate ≤ 1 − level).
+
+Simultaneous rank sets (``Rank set``) hold for all models at once at ``level``, where each marginal interval
+holds for its own model: from simultaneous confidence intervals for every pairwise difference of the rank leaf,
+with the max-t critical value over the same bootstrap resamples (the studentised maximum over all pairs of
+``|Δ*_jk − Δ_jk| / se_jk``, se_jk the resamples' standard deviation of Δ*_jk; Mogstad, Romano, Shaikh and
+Wilhelm's joint confidence sets for ranks, as R's csranks computes them). Model k's set is
+``[1 + #{j better than k}, K − #{j worse than k}]``, "better" meaning the whole simultaneous interval of the
+difference is on that side of 0. A pair whose difference is the same on every resample (se 0) is separated when
+that difference is not 0. The set is then widened to hold the marginal interval (which holds the point rank),
+so ``Rank set low ≤ Rank CI low ≤ Rank ≤ Rank CI high ≤ Rank set high``; widening only adds coverage.
+
+Tiers: walking the models best first, a tier starts at the first model not yet in one and takes every later model
+its simultaneous interval does not separate from that first model; the next tier starts at the first model that
+is separated. Every model of a tier is thus inseparable from the tier's best, and each tier's best is separated
+from the previous tier's.
 """
 
 from __future__ import annotations
@@ -93,6 +108,59 @@ def rank_interval(ranks: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarr
     return lo.astype("int64"), hi.astype("int64")
 
 
+def simultaneous_differences(point: np.ndarray, boots: np.ndarray, higher_is_better: bool, level: float):
+    """The simultaneous intervals of every pairwise difference at ``level`` (max-t over the resamples): (j, k,
+    difference j − k signed so that > 0 means j is better, half-width, se, critical value) for each pair j < k of
+    models whose point and resampled values are finite."""
+    n = len(point)
+    finite = np.isfinite(point) & np.isfinite(boots).all(axis=1) if boots.shape[1] else np.zeros(n, dtype=bool)
+    sign = 1.0 if higher_is_better else -1.0
+    j, k = np.triu_indices(n, 1)
+    keep = finite[j] & finite[k]
+    j, k = j[keep], k[keep]
+    delta = sign * (point[j] - point[k])
+    resampled = sign * (boots[j] - boots[k])  # (pairs, n_boot)
+    se = resampled.std(axis=1, ddof=1) if boots.shape[1] > 1 else np.zeros(len(j))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(se[:, None] > 0, np.abs(resampled - delta[:, None]) / se[:, None], 0.0)
+    critical = float(np.quantile(t.max(axis=0), level)) if len(j) else np.nan
+    return j, k, delta, critical * se, se, critical
+
+
+def simultaneous_separation(point: np.ndarray, boots: np.ndarray, higher_is_better: bool, level: float):
+    """(better, critical): ``better[j, k]`` is True when model j is better than model k by the simultaneous
+    interval of their difference (see the module docstring); a model with a non-finite value is separated from
+    none."""
+    n = len(point)
+    better = np.zeros((n, n), dtype=bool)
+    if n < 2:
+        return better, np.nan
+    j, k, delta, half, se, critical = simultaneous_differences(point, boots, higher_is_better, level)
+    flat = se == 0  # the same difference on every resample: separated unless it is 0
+    j_better = np.where(flat, delta > 0, delta - half > 0)
+    k_better = np.where(flat, delta < 0, delta + half < 0)
+    better[j[j_better], k[j_better]] = True
+    better[k[k_better], j[k_better]] = True
+    return better, critical
+
+
+def rank_sets_and_tiers(point: np.ndarray, boots: np.ndarray, higher_is_better: bool, level: float, order: list):
+    """(set lower, set upper, tier, critical) per model: the simultaneous rank sets before widening, and the tiers
+    along ``order`` (model indices, best first); see the module docstring."""
+    n = len(point)
+    better, critical = simultaneous_separation(point, boots, higher_is_better, level)
+    lower = 1 + better.sum(axis=0)  # the models better than k
+    upper = n - better.sum(axis=1)  # less the models k is better than
+    separated = better | better.T
+    tier = np.zeros(n, dtype="int64")
+    current, leader = 0, None
+    for index in order:
+        if leader is None or separated[leader, index]:
+            current, leader = current + 1, index
+        tier[index] = current
+    return lower.astype("int64"), upper.astype("int64"), tier, critical
+
+
 def rank_uncertainty(replicates, metric: str, models: list, higher_is_better: bool, level: float):
     """Rank summary and rank distribution of ``models`` on leaf ``metric``.
 
@@ -109,9 +177,17 @@ def rank_uncertainty(replicates, metric: str, models: list, higher_is_better: bo
     lo, hi = rank_interval(ranks, level)
     if boots.shape[1]:  # the interval always holds the model's own rank (see the module docstring)
         lo, hi = np.minimum(lo, point_rank), np.maximum(hi, point_rank)
+    order = sorted(range(len(models)), key=lambda i: (point_rank[i], models[i]))
+    if boots.shape[1]:
+        set_lo, set_hi, tier, critical = rank_sets_and_tiers(point, boots, higher_is_better, level, order)
+        set_lo, set_hi = np.minimum(set_lo, lo), np.maximum(set_hi, hi)  # ⊇ the marginal interval
+    else:
+        set_lo = set_hi = tier = np.full(len(models), np.nan)
+        critical = np.nan
     summary = pd.DataFrame({
         "model": list(models), "metric": metric, "rank": point_rank, "rank_lower": lo, "rank_upper": hi,
         "p_rank1": dist[:, 0] if len(models) else [], "rank_mean": ranks.mean(axis=1) if boots.shape[1] else np.nan,
+        "set_lower": set_lo, "set_upper": set_hi, "tier": tier, "max_t": critical,
         "n_bootstrap": boots.shape[1], "level": level,
     })
     n = len(models)
