@@ -83,7 +83,9 @@ def test_group_page_renders_offline_with_every_figure_and_a_leaderboard_that_fit
     (board,) = result["measured"]
     _fits([board])
     # every column of the leaderboard, ROUGE-L and the counts and coverage included
-    assert board["columns"] == 4 + 5 + 3 + 1  # rank, model, P(rank=1), tied; 5 metrics; n, dropped, empty; coverage
+    # rank, model, tier, P(rank=1), tied; 5 metrics; n, dropped, empty; coverage
+    assert board["columns"] == 5 + 5 + 3 + 1
+    assert ">Tier</th>" in dom and 'class="tier-even"' in dom  # the second tier shaded as a band
     _not_blank(result["screenshot"])
 
 
