@@ -717,9 +717,6 @@ class Report(Job):
 # --- generation ----------------------------------------------------------------------------------------
 
 
-DEFAULT_SAMPLES_PER_CALL = 8  # a user's callable's samples per call when its entry sets no batch_size
-
-
 def generation_entry(config: dict, dataset: str, model: str) -> tuple[int, dict]:
     """(index, entry): the config ``generation`` entry that generates ``model`` on ``dataset`` (the Plan refuses
     two)."""
@@ -745,7 +742,7 @@ def samples_per_call(generator: str, settings: dict, batch_size: int | None) -> 
 
     if generator in backbones.names():
         return backbones.samples_per_call(generator, settings, batch_size)
-    return int(batch_size or DEFAULT_SAMPLES_PER_CALL)
+    return int(batch_size or backbones.base.DEFAULT_SAMPLES_PER_CALL)
 
 
 def generation_identity(generator: str, settings: dict, allow_list=()) -> dict:
@@ -812,7 +809,7 @@ class Generate(Job):
                           out_pairs=output.pairs, out_drops=output.drops, task=self.task, model=self.model,
                           generator_settings=self.identity["settings"], ref_section=self.ref_section,
                           use_indication=self.use_indication, image_format=self.image_format,
-                          max_images=self.max_images, batch_size=self.batch_size or DEFAULT_SAMPLES_PER_CALL,
+                          max_images=self.max_images, batch_size=self.batch_size,
                           max_samples=self.max_samples, empty_hypothesis=self.empty_hypothesis,
                           max_chars=self.max_chars)
 
