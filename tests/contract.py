@@ -8,7 +8,9 @@ metric cannot run on a tiny model here (an API judge), a runtime with a supplied
 * the declaration is complete and consistent (columns, leaves, NaN policy, requirements, board, settings);
 * an unknown setting and an ill-typed value of every setting are refused when settings are built,
   naming ``metric_settings.<metric>.<key>`` (what the workflow does when it loads);
-* identity holds the scoring settings only: changing a speed-only setting leaves it unchanged;
+* identity holds the scoring settings only: changing any speed-only setting (of any kind) leaves it
+  unchanged, changing any scored one changes it, and the remote-code allow-list enters as a yes/no for
+  the metric's own model (:func:`check_identity`);
 * scoring keeps the pairs' rows and order (also shuffled), returns exactly the declared columns, and
   respects the declared NaN policy;
 * ``weights(settings)`` is exactly what scoring resolves, and the load-time check finds each of them;
@@ -77,22 +79,101 @@ def wrong_values(spec) -> list:
     return out
 
 
-def other_value(spec):
-    """A valid value different from the default (None when there is no obvious one)."""
-    d = spec.default
+def other_values(spec, current) -> list:
+    """Valid-looking values of every kind a setting admits, each different from ``current`` (the metric's own
+    rules may still refuse some). Every kind a settings class can declare (radrank.settings._kinds: bool, int,
+    float, str, null, a Literal, a list of strings; a dict or any other type is refused there) gets one, so no
+    setting escapes the identity check."""
+    out = []
     for kind in spec.kinds:
-        if kind is bool and isinstance(d, bool):
-            return not d
-        if kind is int and isinstance(d, int) and not isinstance(d, bool):
-            v = d + 1
-            return v if spec.maximum is None or v <= spec.maximum else d - 1
-        if kind is float and isinstance(d, (int, float)) and not isinstance(d, bool):
-            return float(d) * 0.5 if d else 0.25
-        if isinstance(kind, tuple) and kind[0] == "literal":
-            choices = [c for c in kind[1] if c != d]
-            if choices:
-                return choices[0]
-    return None
+        if kind is bool:
+            out += [not current] if isinstance(current, bool) else [True, False]
+        elif kind is int:
+            base = current if isinstance(current, int) and not isinstance(current, bool) else spec.minimum or 1
+            out += [v for v in (base + 1, base - 1, base + 2, base) if v != current
+                    and (spec.minimum is None or v >= spec.minimum) and (spec.maximum is None or v <= spec.maximum)]
+        elif kind is float:
+            base = float(current) if isinstance(current, (int, float)) and not isinstance(current, bool) else None
+            candidates = ([base * 0.5, base * 0.75 + 0.01, base + 0.5] if base else [0.25, 0.5, 1.5]) + [0.3]
+            out += [v for v in candidates if v != current
+                    and (spec.minimum is None or v >= spec.minimum) and (spec.maximum is None or v <= spec.maximum)]
+        elif kind is str:
+            text = current if isinstance(current, str) else ""
+            out += [v for v in ("cpu", "auto", "cuda:1", "off", text + " (changed)", "org/other-model", "other")
+                    if v != current]
+        elif kind is None:
+            if current is not None:
+                out.append(None)
+        elif kind[0] == "literal":
+            out += [c for c in kind[1] if c != current or type(c) is not type(current)]
+        elif kind[0] == "strings":
+            listed = tuple(current) if isinstance(current, (list, tuple)) else ()
+            out += [(*listed, "another"), listed[:-1]] if listed else [("another",)]
+        else:
+            raise AssertionError(f"{spec.name}: a kind of setting the contract cannot vary: {kind!r}")
+    return out
+
+
+# Scored settings whose every other value the metric's own rules refuse on their own: (the settings a variation
+# needs besides, values to try). Each stays under the identity check instead of being skipped.
+VARIATION_NEEDS = {
+    ("mrscore_rubric", "verdict"): ({"backend": "local"}, ("constrained",)),
+    ("ratescore", "affinity_matrix"): ({}, ("short",)),
+}
+
+
+def check_identity(metric_name: str, values: dict | None = None) -> None:
+    """A metric's identity holds its scoring settings only: every speed setting, of every kind, varied on its own
+    leaves the identity unchanged; every scored setting varied changes it (except those ``values`` sets: what
+    makes the metric run here). A setting every variation of which the metric's own rules refuse fails, unless
+    :data:`VARIATION_NEEDS` says what it needs (and it is skipped where ``values`` sets those otherwise). The
+    top-level ``trust_remote_code`` list enters as whether the metric's model is on it: an unrelated id changes
+    nothing, the model's own id changes the identity."""
+    m = metrics.get(metric_name)
+    values = dict(values or {})
+    base = m.settings(values)
+    specs = field_specs(m.Settings)
+    assert set(base.identity()) == {k for k, spec in specs.items() if spec.scores}, metric_name
+    for key, spec in specs.items():
+        if key == "trust_remote_code":
+            continue
+        if key in values and spec.scores:  # what makes the metric run here (e.g. a tiny model) stays
+            continue
+        start, tries = base, other_values(spec, getattr(base, key))
+        if (metric_name, key) in VARIATION_NEEDS:
+            needs, extra = VARIATION_NEEDS[metric_name, key]
+            if any(k in values and values[k] != v for k, v in needs.items()):
+                continue  # what it needs is fixed otherwise by ``values`` (e.g. a constrained verdict, an endpoint)
+            start = base.replace(**needs)
+            tries = [*extra, *tries]
+        accepted = []
+        for value in tries:
+            if value == getattr(start, key) and type(value) is type(getattr(start, key)):
+                continue
+            try:
+                accepted.append(start.replace(**{key: value}))
+            except ConfigError:  # a value the metric's own rules refuse (e.g. another backend's needs)
+                continue
+        assert accepted, (f"{metric_name}.{key}: every variation was refused; say what it needs in "
+                          "tests/contract.py VARIATION_NEEDS")
+        for changed in accepted:
+            same = m.identity(changed) == m.identity(start)
+            assert same == (not spec.scores), (metric_name, key, getattr(changed, key),
+                                               "scored setting left the identity unchanged" if spec.scores
+                                               else "speed setting changed the identity")
+    if "trust_remote_code" in specs:
+        meta = m.Settings.__dataclass_fields__["trust_remote_code"].metadata
+        model_field = meta.get("remote_code_of")
+        assert model_field, f"{metric_name}: trust_remote_code must be declared with radrank.settings.remote_code()"
+        model = getattr(base, model_field) or "org/the-model"
+        with_model = {**values, model_field: model}
+        alone = m.settings(with_model)
+        unrelated = m.settings(with_model, allow_remote_code=("someone/unrelated", "/some/folder"))
+        allowed = m.settings(with_model, allow_remote_code=("someone/unrelated", model))
+        assert m.identity(unrelated) == m.identity(alone), f"{metric_name}: an unrelated allow-list id changed it"
+        assert m.identity(allowed) != m.identity(alone), f"{metric_name}: its own model's permission is not in it"
+        assert m.identity(allowed)["settings"]["trust_remote_code"] is True
+        assert m.identity(alone)["settings"]["trust_remote_code"] is False
 
 
 def numeric(frame):
@@ -165,7 +246,9 @@ class MetricContract:
         specs = field_specs(m.Settings)
         assert all(spec.doc for spec in specs.values())
         defaults = m.settings()
-        assert defaults.identity() == {k: v for k, v in defaults.as_dict().items() if specs[k].scores}
+        assert set(defaults.identity()) == {k for k in defaults.as_dict() if specs[k].scores}
+        assert {k: v for k, v in defaults.identity().items() if k != "trust_remote_code"} == \
+            {k: v for k, v in defaults.as_dict().items() if specs[k].scores and k != "trust_remote_code"}
 
     def test_unknown_setting_is_refused_naming_the_key(self, metric_name):
         with pytest.raises(ConfigError, match=rf"metric_settings\.{metric_name}\.no_such_setting"):
@@ -184,17 +267,7 @@ class MetricContract:
                 m.settings({"trust_remote_code": ["org/x"]})
 
     def test_identity_holds_scoring_settings_only(self, metric_name, contract_settings):
-        m = metrics.get(metric_name)
-        base = m.settings(contract_settings)
-        for key, spec in field_specs(m.Settings).items():
-            value = other_value(spec)
-            if value is None or key in contract_settings:
-                continue
-            try:
-                changed = base.replace(**{key: value})
-            except ConfigError:  # a value the metric's own rules refuse (e.g. another backend's needs)
-                continue
-            assert (m.identity(changed) == m.identity(base)) == (not spec.scores), (metric_name, key)
+        check_identity(metric_name, contract_settings)
 
     # -- scoring -------------------------------------------------------------------------------------
     def test_rows_order_columns_and_nan_policy(self, metric_name, contract_settings, contract_runtime,

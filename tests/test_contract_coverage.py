@@ -7,6 +7,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+from contract import check_identity
 from radrank import metrics
 
 TESTS = Path(__file__).resolve().parent
@@ -32,3 +35,11 @@ def test_every_registered_metric_is_under_contract_in_its_familys_environment():
     assert not missing, f"metrics without a contract test in their family's folder: {missing}"
     unknown = {name for names in listed.values() for name in names} - set(metrics.names())
     assert not unknown, f"contract tests list unregistered metrics: {sorted(unknown)}"
+
+
+@pytest.mark.parametrize("name", metrics.names())
+def test_every_metrics_identity_holds_its_scoring_settings_only(name):
+    """The contract's identity check (tests/contract.py check_identity: every speed setting of every kind varied
+    leaves the identity unchanged, every scored one changes it, the allow-list enters as a yes/no for the
+    metric's own model) needs no model: here it runs for every registered metric in the core environment too."""
+    check_identity(name)

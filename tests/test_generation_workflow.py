@@ -141,3 +141,22 @@ def test_vqa_generation_gives_vqa_rows(generation_run):
     assert careful.set_index("metric")["estimate"]["vqa_token_f1"] == pytest.approx(1.0)
     pairs = pd.read_parquet(generation_run / "results/pairs/vqarad_demo/vqa/careful.parquet")
     assert set(pairs["context"]) == set(json.loads((generation_run / "truth.json").read_text())["answers"])
+
+
+def test_samples_per_call_and_an_unrelated_allow_list_id_plan_no_job(generation_run, monkeypatch):
+    """A generation job's params hold what changes its reports: a new batch size (samples per generator call)
+    or another id on the trust_remote_code list plans no job (Snakemake's dry run)."""
+    from _workflow import planned_jobs, snakemake
+
+    path = generation_run / "config/config.yaml"
+    original = path.read_text()
+    monkeypatch.setenv("PYTHONPATH", str(generation_run))
+    try:
+        config = yaml.safe_load(original)
+        config["generation"][0]["batch_size"] = 3
+        config["generation"][1]["batch_size"] = 5
+        config["trust_remote_code"] = [*(config.get("trust_remote_code") or []), "someone/unrelated-model"]
+        path.write_text(yaml.safe_dump(config))
+        assert planned_jobs(snakemake(generation_run, "-n").stdout) == []
+    finally:
+        path.write_text(original)

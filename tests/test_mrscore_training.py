@@ -301,6 +301,24 @@ def test_config_identity_per_stage_and_weight_refs():
     assert demo.train.base_model == "results/mrscore/d/demo-models/base"
 
 
+def test_an_unrelated_trust_remote_code_id_changes_no_stage():
+    """Each stage holds whether *its* model may run remote code (a yes/no), never the top-level list."""
+    section = {"references": [{"dataset": "demo_cxr"}], "rubric": {"backend": "local", "model": "org/judge"}}
+
+    def identities(allow):
+        cfg = TrainingConfig.from_config({"mrscore_training": section, "trust_remote_code": allow},
+                                         datasets={"demo_cxr"})
+        return {stage: cfg.identity(stage) for stage in ("candidates", "rubric", "train")}
+
+    base = identities([])
+    assert identities(["someone/unrelated"]) == base
+    allowed = identities(["org/judge", "someone/unrelated"])
+    assert allowed["rubric"] != base["rubric"] and allowed["train"] == base["train"]
+    base_model = TrainingConfig.from_config({"mrscore_training": section}, datasets={"demo_cxr"}).train.base_model
+    assert identities([base_model])["train"]["train"]["trust_remote_code"] is True
+    assert base["train"]["train"]["trust_remote_code"] is False
+
+
 def test_the_workflow_looks_for_every_training_model_at_load(monkeypatch):
     """A missing writer, judge or base model stops the workflow when it loads, each named by its key; the
     target's environments are the judge engines' and train's."""

@@ -57,6 +57,16 @@ def test_leaderboard_settings_rerun_no_score_or_statistics(finished):
         (finished / "config/config.yaml").write_text(original)
 
 
+def test_an_unrelated_trust_remote_code_id_plans_no_job(finished):
+    """The allow-list enters an identity only as whether the job's own model is on it."""
+    original = (finished / "config/config.yaml").read_text()
+    try:
+        _set_config(finished, trust_remote_code=["someone/unrelated-model"])
+        assert _planned(finished) == []
+    finally:
+        (finished / "config/config.yaml").write_text(original)
+
+
 DEMO_CXR_SCORES = {f"score_{m}_demo_cxr_{s}" for m in ("bleu2", "bleu4", "rouge") for s in ("findings", "reports")}
 
 

@@ -261,6 +261,25 @@ def test_top_level_list_reaches_every_judge_and_nothing_else():
     assert Plan(plan_config(metrics=["green"]), REPO).settings_of("green").trust_remote_code == ()
 
 
+def test_the_settings_hold_the_yes_no_for_their_own_model_in_the_identity():
+    plan = Plan(plan_config(metrics=["green"], trust_remote_code=["org/judge", "org/other"],
+                            metric_settings={"green": {"model": "org/judge"}}), REPO)
+    assert plan.identity_of("green")["settings"]["trust_remote_code"] is True
+    plan = Plan(plan_config(metrics=["green"], trust_remote_code=["org/other"],
+                            metric_settings={"green": {"model": "org/judge"}}), REPO)
+    assert plan.identity_of("green")["settings"]["trust_remote_code"] is False
+
+
+def test_bertscore_num_layers_null_without_a_default_is_refused_at_load():
+    """bert-score's default layer is known for distilroberta-base only: null for another model fails when the
+    workflow loads, naming the key and the model (not in the job)."""
+    Plan(plan_config(metrics=["bertscore"], metric_settings={"bertscore": {"num_layers": None}}), base_dir=REPO)
+    config = plan_config(metrics=["bertscore"], metric_settings={"bertscore": {"num_layers": None,
+                                                                               "model": "org/other-encoder"}})
+    with pytest.raises(ConfigError, match=r"metric_settings\.bertscore\.num_layers: .*'org/other-encoder'"):
+        Plan(config, base_dir=REPO)
+
+
 def test_a_per_metric_trust_remote_code_is_refused():
     config = plan_config(metrics=["green"], metric_settings={"green": {"trust_remote_code": ["org/x"]}})
     with pytest.raises(ConfigError, match=r"metric_settings\.green\.trust_remote_code: remote code is allowed "

@@ -60,7 +60,7 @@ from radrank.metrics.base import Metric
 from radrank.runtime import WeightRef, allows_remote_code, api_key
 from radrank.runtime.loaders import (VLLM_FAMILY, generation_config_of, load_causal_lm, start_vllm, vllm_args,
                                      vllm_on_cpu, vllm_version)
-from radrank.settings import Settings, scored, speed
+from radrank.settings import Settings, remote_code, scored, speed
 
 log = logging.getLogger("radrank")
 
@@ -620,7 +620,7 @@ class JudgeSettings(VLLMSettings):
 
     model: str = scored("", "the judge model: a Hugging Face id or a local directory")
     revision: str | None = scored(None, "hub revision of the model (null: the cached / newest snapshot)")
-    trust_remote_code: tuple[str, ...] = scored((), "filled from the top-level trust_remote_code list")
+    trust_remote_code: tuple[str, ...] = remote_code("model")
     max_new_tokens: int = scored(512, "the first answer's token budget", minimum=1)
     max_total_tokens: int | None = scored(None, "prompt + answer tokens at most (longer prompts are cut from "
                                                 "the right)", minimum=2)

@@ -313,10 +313,11 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
     """Generate one shard of ``adapter`` (an adapter, or ``(name, root)``) and write its pairs and drop file.
 
     ``shard=(i, k)`` is shard i of k (contiguous, by dataset order, after
-    ``max_samples``). ``generator_settings`` (a backbone's settings as configured)
-    are part of the shard's identity: answers kept for resuming an interrupted
-    job are reused only by a job with the same settings (e.g. never across the
-    hf and vllm backends). Returns ``(pairs, drops)``.
+    ``max_samples``). ``generator_settings`` (from the workflow: a backbone's
+    settings without device, batch size and placement, those of the job's
+    identity) are part of the shard's identity: answers kept for resuming an
+    interrupted job are reused only by a job with the same settings (e.g. never
+    across the hf and vllm backends). Returns ``(pairs, drops)``.
     """
     from radrank.datasets import make_adapter
 

@@ -721,27 +721,85 @@ class Report(Job):
 # --- generation ----------------------------------------------------------------------------------------
 
 
+def generation_entry(config: dict, dataset: str, model: str) -> tuple[int, dict]:
+    """(index, entry): the config ``generation`` entry that generates ``model`` on ``dataset`` (the Plan refuses
+    two)."""
+    for i, entry in enumerate(config.get("generation") or ()):
+        if entry.get("dataset") == dataset and entry.get("model") == model:
+            return i, entry
+    raise RuntimeError(f"config 'generation' has no entry for model {model!r} on dataset {dataset!r}; rerun "
+                       "Snakemake so that it plans the jobs again")
+
+
+def generator_settings(generator: str, values: dict | None, where: str) -> dict:
+    """A generation entry's settings: a backbone's merged with its defaults and checked, a callable's as given."""
+    from radrank import backbones
+
+    if generator in backbones.names():
+        return backbones.settings(generator, values, where)
+    return dict(values or {})
+
+
+def samples_per_call(generator: str, settings: dict, batch_size: int | None) -> int:
+    """Samples per generator call: the entry's ``batch_size``, else the backbone's choice (a callable: 8)."""
+    from radrank import backbones
+
+    if generator in backbones.names():
+        return backbones.samples_per_call(generator, settings, batch_size)
+    return int(batch_size or backbones.base.DEFAULT_SAMPLES_PER_CALL)
+
+
+def generation_identity(generator: str, settings: dict, allow_list=()) -> dict:
+    """What a generation shard's reports depend on of its generator: a backbone's settings without device, batch
+    size and placement, and whether its own model may run remote code (yes/no, never the allow-list); a user's
+    callable's settings as given (radrank cannot tell which of them only change speed)."""
+    from radrank import backbones
+
+    if generator in backbones.names():
+        return backbones.identity(generator, settings, allow_list)
+    return {"callable": generator, "settings": dict(settings)}
+
+
 @dataclass(frozen=True)
 class Generate(Job):
-    """One shard of a generation run: a backbone (radrank.backbones) or a user's callable over a dataset."""
+    """One shard of a generation run: a backbone (radrank.backbones) or a user's callable over a dataset.
 
+    Its params hold what changes the reports (``identity``: :func:`generation_identity`); the generator's full
+    settings, the ``trust_remote_code`` allow-list and the samples per call are read from the config when the job
+    runs, so a new device, batch size or an unrelated allow-list entry reruns no shard."""
+
+    dataset: str
     model: str
     adapter: str
     root: str
     adapter_options: dict
     generator: str
-    settings: dict
-    trust_remote_code: tuple
+    identity: dict
     task: str
     ref_section: str
     use_indication: bool
     image_format: str
     max_images: int | None
-    batch_size: int
     max_samples: int | None
     empty_hypothesis: str
     max_chars: int | None
     shard: tuple
+    settings: dict = built()
+    trust_remote_code: tuple = built()
+    batch_size: int = built()
+
+    @classmethod
+    def from_params(cls, params, config):
+        job = cls(**dict(params))
+        i, entry = generation_entry(config, job.dataset, job.model)
+        settings = generator_settings(job.generator, entry.get("settings"), f"generation[{i}].settings")
+        allow = tuple(config.get("trust_remote_code") or ())
+        if generation_identity(job.generator, settings, allow) != job.identity:
+            raise RuntimeError(f"generation of {job.model!r} on {job.dataset!r}: the settings in the config differ "
+                               f"from the job's identity ({job.identity}); rerun Snakemake so that it plans the jobs "
+                               "again")
+        return dataclasses.replace(job, settings=settings, trust_remote_code=allow,
+                                   batch_size=samples_per_call(job.generator, settings, entry.get("batch_size")))
 
     def run(self, input, output):
         from radrank import backbones, generate
@@ -753,10 +811,11 @@ class Generate(Job):
             fn = self.generator  # "package.module:callable", resolved by the generation job
         generate.generate(make_adapter(self.adapter, self.root, **self.adapter_options), fn, shard=tuple(self.shard),
                           out_pairs=output.pairs, out_drops=output.drops, task=self.task, model=self.model,
-                          generator_settings=self.settings, ref_section=self.ref_section,
+                          generator_settings=self.identity["settings"], ref_section=self.ref_section,
                           use_indication=self.use_indication, image_format=self.image_format,
-                          max_images=self.max_images, batch_size=self.batch_size, max_samples=self.max_samples,
-                          empty_hypothesis=self.empty_hypothesis, max_chars=self.max_chars)
+                          max_images=self.max_images, batch_size=self.batch_size,
+                          max_samples=self.max_samples, empty_hypothesis=self.empty_hypothesis,
+                          max_chars=self.max_chars)
 
 
 @dataclass(frozen=True)

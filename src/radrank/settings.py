@@ -15,6 +15,11 @@ rejects, with a :class:`~radrank.errors.ConfigError` naming ``<where>.<key>`` an
 Defaults live in the class and nowhere else. ``identity()`` is the dict of the scoring fields, the
 only settings a workflow rule's identity holds.
 
+The top-level ``trust_remote_code`` allow-list reaches a settings class as a field declared with
+:func:`remote_code` (filled by the workflow, never set per metric). The list itself is not an output's
+cause: only whether *the* model the code loads is on it, so its identity is that yes/no (``true`` /
+``false``), never the list — adding an unrelated id to the list re-scores nothing.
+
 An endpoint URL is declared ``scored(..., secret_url=True)``: its identity is the URL without user name,
 password or secret-looking query parameters (:func:`radrank.provenance.redact_url`), so a rule's params
 (which Snakemake stores in ``.snakemake/metadata``) never hold a credential and a change of credentials
@@ -38,10 +43,12 @@ from radrank.errors import ConfigError
 _MISSING = dataclasses.MISSING
 
 
-def _field(default, doc: str, scores: bool, minimum=None, maximum=None, secret_url: bool = False):
+def _field(default, doc: str, scores: bool, minimum=None, maximum=None, secret_url: bool = False,
+           remote_code_of: str | None = None):
     if not doc:
         raise TypeError("every setting needs a description")
-    meta = {"scores": scores, "doc": doc, "minimum": minimum, "maximum": maximum, "secret_url": secret_url}
+    meta = {"scores": scores, "doc": doc, "minimum": minimum, "maximum": maximum, "secret_url": secret_url,
+            "remote_code_of": remote_code_of}
     if isinstance(default, (list, dict, set)):
         raise TypeError("settings defaults are immutable: use a tuple")
     return field(default=default, metadata=meta)
@@ -56,6 +63,21 @@ def scored(default, doc: str, *, minimum=None, maximum=None, secret_url: bool = 
 def speed(default, doc: str, *, minimum=None, maximum=None):
     """A setting that changes only speed, memory or placement, never a number."""
     return _field(default, doc, False, minimum, maximum)
+
+
+def remote_code(model: str = "model"):
+    """The top-level ``trust_remote_code`` allow-list (``tuple[str, ...]``, filled by the workflow). ``model``: the
+    field naming the model the code loads; the identity holds whether that model is on the list (true/false),
+    never the list (see the module docstring)."""
+    return _field((), f"the top-level trust_remote_code list (set there, never here); only whether {model} is on "
+                      "it (yes/no) is in the identity, so an unrelated id re-scores nothing", True,
+                  remote_code_of=model)
+
+
+def on_allow_list(model, allow_list) -> bool:
+    """True only when ``model`` (the id or path exactly as configured) is on the allow-list (the one rule:
+    :func:`radrank.runtime.allows_remote_code` is this function)."""
+    return bool(model) and model in set(allow_list or ())
 
 
 @dataclass(frozen=True)
@@ -112,9 +134,8 @@ class Settings:
 
     def identity(self) -> dict:
         """The scoring fields only: what a change of settings must re-score (endpoint URLs without their
-        credentials)."""
-        return {f.name: _identity_value(f, getattr(self, f.name)) for f in dataclasses.fields(self)
-                if f.metadata["scores"]}
+        credentials; the remote-code allow-list as whether this model is on it)."""
+        return {f.name: _identity_value(self, f) for f in dataclasses.fields(self) if f.metadata["scores"]}
 
     def speed_only(self) -> dict:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if not f.metadata["scores"]}
@@ -129,7 +150,11 @@ def _plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-def _identity_value(f, value):
+def _identity_value(instance, f):
+    value = getattr(instance, f.name)
+    model = f.metadata.get("remote_code_of")
+    if model:
+        return on_allow_list(getattr(instance, model), value)
     if f.metadata.get("secret_url") and isinstance(value, str):
         from radrank.provenance import redact_url
 

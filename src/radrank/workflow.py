@@ -41,7 +41,6 @@ from radrank.sheets import (NAME_PATTERN, SHEET_COLUMNS, SHEET_OPTIONAL, name_pr
 RESULTS = "results"  # every output of the workflow is under it
 GENERATED = "results/generated/{dataset}/{split}/{model}"  # + ".parquet" / ".drops.csv"
 GENERIC_GENERATOR_ENV = "gen-base"  # where a user's own callable runs
-DEFAULT_GENERATION_BATCH = 8
 SCORE_MB_PER_MODEL = 20  # memory a scoring job adds per model of its group
 WEIGHTS_CHECK_ENV = "RADRANK_WEIGHTS_CHECK"  # "off": skip (a dry run or DAG benchmark without weights)
 VQA_SPLIT = "vqa"
@@ -105,11 +104,7 @@ class Generation:
 
     @property
     def samples_per_call(self) -> int:
-        from radrank import backbones
-
-        if self.backbone:
-            return backbones.samples_per_call(self.generator, self.settings, self.batch_size)
-        return int(self.batch_size or DEFAULT_GENERATION_BATCH)
+        return jobs.samples_per_call(self.generator, self.settings, self.batch_size)
 
     def weights(self) -> tuple:
         from radrank import backbones
@@ -612,10 +607,19 @@ class Plan:
 
     def identity(self) -> dict:
         """The config as far as it decides the run's numbers: every metric's settings reduced to the ones that
-        change scores (a new batch size or device is the same run)."""
-        where = {"score_cache"}  # where cached scores are kept changes no number
+        change scores and every generation entry's generator to its identity (a new batch size or device is the
+        same run); the ``trust_remote_code`` list only as the yes/no each of those holds for its own model."""
+        where = {"score_cache", "trust_remote_code"}  # where cached scores are kept changes no number
+        allow = tuple(self.config.get("trust_remote_code") or ())
+        generation = []
+        for sub in self.generations():
+            gen = sub.generation
+            entry = {k: v for k, v in dataclasses.asdict(gen).items() if k not in ("settings", "batch_size", "where",
+                                                                                 "settings_key")}
+            generation.append({**entry, "generator": jobs.generation_identity(gen.generator, gen.settings, allow)})
         return {**{k: v for k, v in self.config.items() if k not in where},
-                "metric_settings": {m: self.identity_of(m) for m in self.all_metric_names()}}
+                "metric_settings": {m: self.identity_of(m) for m in self.all_metric_names()},
+                "generation": generation}
 
     def report_mem_mb(self) -> int:
         """The report holds one group's per-sample values at a time in each of its processes: grows with (model,
@@ -632,15 +636,17 @@ class Plan:
     def generation_job(self, dataset: str, split: str, model: str, shard: str) -> jobs.Generate:
         gen = self.generation_of(dataset, model)
         vqa = split == VQA_SPLIT
+        allow = tuple(self.config["trust_remote_code"])
         return jobs.Generate(
-            model=gen.model, adapter=gen.adapter, root=gen.root, adapter_options=dict(gen.adapter_options),
-            generator=gen.generator, settings=dict(gen.settings),
-            trust_remote_code=tuple(self.config["trust_remote_code"]), task="vqa" if vqa else "report",
+            dataset=gen.dataset, model=gen.model, adapter=gen.adapter, root=gen.root,
+            adapter_options=dict(gen.adapter_options), generator=gen.generator,
+            identity=jobs.generation_identity(gen.generator, gen.settings, allow), task="vqa" if vqa else "report",
             ref_section="findings" if vqa else self.config["ref_section"].get(split, "findings"),
             use_indication=gen.use_indication, image_format=gen.image_format, max_images=gen.max_images,
-            batch_size=gen.samples_per_call, max_samples=gen.max_samples,
-            empty_hypothesis=self.config["empty_hypothesis"], max_chars=self.config["max_report_chars"],
-            shard=parse_shard(shard))
+            max_samples=gen.max_samples, empty_hypothesis=self.config["empty_hypothesis"],
+            max_chars=self.config["max_report_chars"], shard=parse_shard(shard),
+            # not params (never a rerun trigger): the job reads them from the config again (Generate.from_params)
+            settings=dict(gen.settings), trust_remote_code=allow, batch_size=gen.samples_per_call)
 
     # --- MRScore training ----------------------------------------------------------------------------
     def mrscore_sources(self) -> list[str]:

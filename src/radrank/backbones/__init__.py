@@ -12,8 +12,9 @@ backbone supports it, an answerer ``answerer(imgs, questions) -> list[str]``
 
 What the workflow asks of a generation entry, when it loads, is answered here in one
 place: :func:`settings` (defaults merged and checked), :func:`env`, :func:`gpus`,
-:func:`samples_per_call` and :func:`weights` (exactly the models :func:`load` resolves,
-for the load-time check :func:`radrank.runtime.available`).
+:func:`samples_per_call`, :func:`identity` (what a generation job's rerun depends on) and
+:func:`weights` (exactly the models :func:`load` resolves, for the load-time check
+:func:`radrank.runtime.available`).
 
 =============  ======================================  ==============  ===========  ============  ==========
 backbone       default model                           env family      tasks        remote code   on vLLM
@@ -83,6 +84,13 @@ def gpus(name: str, settings: dict | None) -> int:
 def samples_per_call(name: str, settings: dict | None, batch_size: int | None) -> int:
     """Samples per generator call: the entry's ``batch_size``, else 8 — or, on vLLM, ``max_num_seqs``."""
     return base.samples_per_call(get(name), settings, batch_size)
+
+
+def identity(name: str, settings: dict | None, allow_list=()) -> dict:
+    """What a generation job of ``name`` with ``settings`` holds as its identity: the settings that change the
+    reports (not device, batch size or vLLM placement: :data:`radrank.backbones.base.SPEED_SETTINGS`) and, for a
+    backbone that runs its checkpoint's code, whether its model is on the allow-list (:func:`base.identity`)."""
+    return base.identity(get(name), settings, allow_list)
 
 
 def weights(name: str, settings: dict | None, where: str, key: str = "settings") -> tuple[WeightRef, ...]:

@@ -116,6 +116,12 @@ VLLM_GENERATION_SETTINGS = {
     "vllm_max_images": 16,  # images per prompt vLLM admits when max_images is not set
 }
 
+# Settings that change only speed, memory or placement, never a generated report (as the judges' speed settings,
+# radrank.engine.JudgeSettings / VLLMSettings): a generation job's identity leaves them out, so changing one
+# reruns no shard.
+SPEED_SETTINGS = ("device", "batch_size", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs",
+                  "enforce_eager", "cpu_kv_cache_gb")
+
 POSITIVE_INTS = ("batch_size", "max_new_tokens", "vqa_max_new_tokens")
 NULLABLE_POSITIVE_INTS = ("max_images", "tensor_parallel_size", "max_num_seqs", "vllm_max_images", "max_model_len")
 AUTO_OR_BOOL = ("enforce_eager",)
@@ -268,6 +274,20 @@ def remote_code_allowed(spec: BackboneSpec, model: str, allow_list) -> bool:
             f"(trust_remote_code). Review that code, then allow it by adding {model!r} to the config list "
             f"`{ALLOW_LIST_KEY}` (the id or path exactly as written in {config_key(spec.name, 'model')}).")
     return True
+
+
+def identity(spec: BackboneSpec, settings: dict | None, allow_list=()) -> dict:
+    """What a generation job's outputs depend on besides the dataset and the job's own fields: the backbone, its
+    recipe version, its settings without :data:`SPEED_SETTINGS`, and — for a backbone that runs its checkpoint's
+    code — whether *its* model is on the ``trust_remote_code`` allow-list (a yes/no, never the list: adding an
+    unrelated id reruns nothing)."""
+    merged = {**spec.settings, **(settings or {})}
+    out = {"backbone": spec.name, "version": spec.version,
+           "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(merged.items())
+                        if k not in SPEED_SETTINGS}}
+    if spec.remote_code:
+        out["trust_remote_code"] = allows_remote_code(merged.get("model"), allow_list)
+    return out
 
 
 # --- torch helpers (imported lazily) ---------------------------------------------------------------

@@ -57,7 +57,8 @@ from radrank.settings import Settings, scored, speed
 class BERTScoreSettings(Settings):
     model: str = scored("distilroberta-base", "the encoder: a Hugging Face id or a local directory")
     num_layers: int | None = scored(5, "the layer whose output is matched (null: bert-score's default for the "
-                                       "model; 5 for distilroberta-base)", minimum=0)
+                                       "model, known for distilroberta-base (5) only: another model needs "
+                                       "an integer, checked at load)", minimum=0)
     idf: bool = scored(False, "weight tokens by inverse document frequency over the references (ReXrank / "
                               "CXR-Report-Metric: false; RadEval's RadCliQ: true)")
     rescale_with_baseline: bool = scored(True, "rescale (x - b) / (1 - b) with bert-score's baseline for the layer")
@@ -70,6 +71,11 @@ class BERTScoreSettings(Settings):
 
     def check(self, where):
         check_device(self.device, f"{where}.device")
+        if self.num_layers is None and default_layers(self.model) is None:
+            raise self.fail(where, "num_layers", f"null means bert-score's default layer for the model, which radrank "
+                            f"knows for {', '.join(sorted(DEFAULT_LAYERS))} only, not for model {self.model!r}; set "
+                            "the layer whose output is matched (an integer)")
+
 
 # bert-score 0.3.13, bert_score/rescale_baseline/en/distilroberta-base.tsv: (P, R, F) per layer 0..6.
 DISTILROBERTA_BASELINE = (
@@ -101,13 +107,14 @@ def prepare(text) -> str:
 # --- settings, weights, baseline --------------------------------------------------------------------
 
 
+def default_layers(model: str) -> int | None:
+    """bert-score's default layer for ``model`` (by the last component of its id or path), None when unknown."""
+    return DEFAULT_LAYERS.get(str(model).rstrip("/").split("/")[-1])
+
+
 def _num_layers(s: BERTScoreSettings) -> int:
-    n = s.num_layers
-    if n is None:
-        n = DEFAULT_LAYERS.get(s.model.rstrip("/").split("/")[-1])
-        if n is None:
-            raise ValueError(f"bertscore: set metric_settings.bertscore.num_layers for model {s.model!r}")
-    return int(n)
+    """The layer matched: ``num_layers``, else the model's default (settings without one are refused at load)."""
+    return int(s.num_layers if s.num_layers is not None else default_layers(s.model))
 
 
 def _read_table(path):

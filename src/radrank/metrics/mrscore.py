@@ -60,7 +60,7 @@ from radrank.devices import DEVICE_DOC, check_device, device_of, dtype_of
 from radrank.errors import MissingWeightsError
 from radrank.metrics.base import Metric, Resources, mean_leaf
 from radrank.runtime import WeightRef, allows_remote_code
-from radrank.settings import Settings, scored, speed
+from radrank.settings import Settings, remote_code, scored, speed
 
 log = logging.getLogger("radrank")
 
@@ -88,7 +88,7 @@ class MRScoreSettings(Settings):
     max_report_words: int | None = scored(300, "each report is cut to its first words (null: whole reports)",
                                           minimum=1)
     max_length: int = scored(2048, "tokens per input (longer inputs are cut at the end)", minimum=2)
-    trust_remote_code: tuple[str, ...] = scored((), "filled from the top-level trust_remote_code list")
+    trust_remote_code: tuple[str, ...] = remote_code("model")
     dtype: Literal["auto", "fp32", "bf16", "fp16"] = scored("auto", "backbone precision (auto: bf16 on CUDA, fp32 on "
                                                                    "the CPU)")
     batch_size: int = speed(32, "inputs per forward pass (halved on out-of-memory; the CPU also caps tokens)",

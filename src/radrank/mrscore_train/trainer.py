@@ -46,7 +46,7 @@ from typing import Callable, Literal
 from radrank.devices import DEVICE_DOC, check_device
 from radrank.errors import ConfigError, InputError
 from radrank.metrics.mrscore import TRAINED_FILE, TRAINED_FORMAT, prompt_of
-from radrank.settings import Settings, scored, speed
+from radrank.settings import Settings, remote_code, scored, speed
 
 logger = logging.getLogger("radrank")
 
@@ -76,7 +76,7 @@ class TrainSettings(Settings):
     base_model: str = scored("mistralai/Mistral-7B-Instruct-v0.2", "the backbone: a Hugging Face id or a local "
                                                                   "directory (the paper: Mistral-7B-Instruct)")
     base_revision: str | None = scored(None, "hub revision of the backbone (null: the cached / newest snapshot)")
-    trust_remote_code: tuple[str, ...] = scored((), "filled from the top-level trust_remote_code list")
+    trust_remote_code: tuple[str, ...] = remote_code("base_model")
     lora_r: int = scored(16, "LoRA rank (the paper's parameter counts are r = 16)", minimum=1)
     lora_alpha: int = scored(32, "LoRA alpha (scale alpha / r; not given by the paper, 2·r is the common choice)",
                              minimum=1)

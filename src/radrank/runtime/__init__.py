@@ -21,6 +21,7 @@ import threading
 from radrank.errors import ConfigError
 from radrank.runtime.weights import (Resolved, WeightRef, available, fingerprint, hub_offline, provenance,
                                      resolve, revision_of, weights_digest)
+from radrank.settings import on_allow_list
 
 __all__ = ["Resolved", "Runtime", "WeightRef", "allows_remote_code", "api_key", "available", "clear_models",
            "fingerprint", "hub_offline", "provenance", "resolve", "revision_of", "scrub", "weights_digest"]
@@ -65,7 +66,7 @@ def clear_models() -> None:
 
 def allows_remote_code(model: str, allow_list) -> bool:
     """True only when ``model`` (the id or path exactly as configured) is on the allow-list."""
-    return model in set(allow_list or ())
+    return on_allow_list(model, allow_list)
 
 
 def api_key(owner: str, key: str, variable: str | None, default: str = "OPENAI_API_KEY") -> str:
