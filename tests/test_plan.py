@@ -66,3 +66,20 @@ def test_the_example_plan(workdir, tmp_path, monkeypatch):
     assert plan.envs() == ["core"] and plan.weight_refs() == []
     job = plan.bootstrap_job("demo_cxr", "findings")
     assert (job.models, job.metrics) == (("careful", "hasty", "template"), ("bleu2", "bleu4", "rouge"))
+
+
+def test_the_mrscore_demo_runs_its_own_sheet_whatever_the_users_sheet_lists(tmp_path, monkeypatch):
+    """A user who replaced config/submissions.tsv with their own rows can still run make mrscore-demo: its configs
+    name their own sheet (the example's rows), so demo_cxr is a dataset of the run."""
+    work = make_workdir(tmp_path / "w")
+    own = work / "data/mine.json"
+    own.parent.mkdir()
+    own.write_text((work / "example/demo_cxr/careful.json").read_text())
+    (work / "config/submissions.tsv").write_text("model\tdataset\tpath\treference_path\tsplit\n"
+                                                 "mine\tmy_ct\t../data/mine.json\t\t\n")
+    monkeypatch.chdir(work)
+    config = read_config([work / "config/config.yaml", work / "config/mrscore-demo.yaml"])
+    plan = Plan.load(config, base_dir=work)
+    assert {d for d, _ in plan.submissions} == {"demo_cxr", "demo_clinic"} and plan.mrscore.demo_models
+    stage2 = yaml.safe_load((work / "config/mrscore-demo-use.yaml").read_text())
+    assert stage2["submissions"] == config["submissions"] == "config/mrscore-demo.tsv"

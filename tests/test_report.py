@@ -399,3 +399,16 @@ def test_dropped_and_coverage_say_what_they_count(layout):
     assert f'<a href="#{base}-drops">Drop lists</a>' in html and f'id="{base}-drops"' in html
     assert html.count('title="share of the dataset&#x27;s cases this model was scored on') == len(board)
     assert html.count('title="cases of this submission listed as dropped') == 1
+
+
+def test_a_metric_scored_with_demo_weights_is_said_first_on_its_page(layout):
+    """make mrscore-demo's random models put a column in the real report: the page and report.md say first that
+    its numbers mean nothing; a page without demo weights says nothing of the kind."""
+    group = load_group(layout[0], cases=1)
+    assert "Demo weights" not in render_group(group, level=0.95, n_cases=1).html
+    (model, metric), prov = next(iter(group.provenance["scores"].items()))
+    group.provenance["scores"][model, metric] = {**prov, "models": {**(prov.get("models") or {}), "demo": True}}
+    page = render_group(group, level=0.95, n_cases=1)
+    intro = page.html.split('<h2 id="')[0]  # before the first section: above the leaderboard
+    assert '<p class="note demo"><strong>Demo weights: ' in intro and "numbers are meaningless" in intro
+    assert page.markdown[2].startswith("**Demo weights: ") and "make mrscore-demo" in page.markdown[2]

@@ -182,6 +182,63 @@ def test_the_console_reads_snakemakes_lines(tmp_path, monkeypatch):
     ]
 
 
+def test_a_training_run_ends_with_the_model_card_it_wrote_not_older_leaderboards(tmp_path):
+    """make mrscore-demo's first stage builds no leaderboard: the end names the trained model's card, not the
+    leaderboards an earlier run left in results/."""
+    import io
+
+    (tmp_path / "results/leaderboard").mkdir(parents=True)
+    (tmp_path / "results/leaderboard/d_findings.csv").write_text("Rank\n")  # an earlier run's
+    card = tmp_path / "results/mrscore/demo/model/MODEL_CARD.md"
+    card.parent.mkdir(parents=True)
+    card.write_text("# card\n")
+    out = io.StringIO()
+    console = envs.SnakemakeConsole(out, "quiet")
+    preamble = ["", "SNAKEMAKE", "=========", f"  Working directory: {tmp_path}", "", "Job stats:",
+                "job                   count", "------------------  -------", "mrscore_select                1",
+                "total                         1", "", "[Wed Dec  2 02:07:44 2026]"]
+    for line in [*preamble, "localrule mrscore_select:",
+                 "    input: results/mrscore/demo/train/train_state.json",
+                 "    output: results/mrscore/demo/selection.csv, results/mrscore/demo/model/MODEL_CARD.md",
+                 "    jobid: 1"]:
+        console.feed(line)
+    console.finish(0)
+    lines = out.getvalue().splitlines()
+    assert lines[-2:] == ["radrank: results:", f"  {card.resolve()}"]
+    out = io.StringIO()
+    console = envs.SnakemakeConsole(out, "quiet")
+    for line in [*preamble, "localrule mrscore_refs:", "    output: results/x.parquet", "    jobid: 1"]:
+        console.feed(line)
+    console.finish(0)
+    assert out.getvalue().splitlines()[-1] == "radrank: this run built no report, leaderboard or model"
+
+
+def test_a_quiet_run_drops_progress_bars_module_lines_and_library_deprecations():
+    """What the model-loading jobs print (make mrscore-demo printed 148 lines against the example's 35): progress
+    bars, Environment Modules' activation lines and third-party deprecation notices are not shown; a warning
+    that is the user's to act on is."""
+    import io
+
+    out = io.StringIO()
+    console = envs.SnakemakeConsole(out, "quiet")
+    noise = ["Activating environment modules: radrank/judge",
+             "Config file config/config.yaml is extended by additional config specified via the command line.",
+             "\rLoading weights:   0%|          | 0/21 [00:00<?, ?it/s]\rLoading weights: 100%|██| 21/21 "
+             "[00:00<00:00, 10596.77it/s]",
+             "Writing model shards: 100%|███| 1/1 [00:00<00:00, 274.21it/s]",
+             "/x/.venvs/train/lib/python3.11/site-packages/transformers/modeling_utils.py:3312: FutureWarning: "
+             "`is_gradient_checkpointing` is deprecated", "  warnings.warn("]
+    for line in noise:
+        console.feed(line)
+    console.feed("/x/src/radrank/metrics/green.py:10: UserWarning: 3 answers had no verdict")
+    assert out.getvalue().splitlines() == ["/x/src/radrank/metrics/green.py:10: UserWarning: 3 answers had no verdict"]
+    loud = io.StringIO()
+    console = envs.SnakemakeConsole(loud, "verbose")
+    for line in noise:
+        console.feed(line)
+    assert loud.getvalue() == "".join(f"{line}\n" for line in noise)  # RADRANK_VERBOSE=1 shows everything
+
+
 def test_an_error_before_any_job_is_said_once():
     """A line the workflow printed when it loaded (a sheet's missing file) is the run's error: the end points
     at it instead of repeating it; an error the console did not show is said at the end."""

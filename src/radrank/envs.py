@@ -887,9 +887,16 @@ _NOISE = re.compile(
     r"|Conda environments: ignored|Singularity containers: ignored|Group jobs: inactive|host: "
     r"|Waiting (?:at most \d+ seconds )?for (?:missing files|more resources|running jobs)"
     r"|Job \d+ has been submitted with SLURM jobid |Submitted array job with Snakemake IDs |SLURM run ID: "
+    r"|Activating environment modules: |Config file \S+ is extended by additional config"
     r"|(?:INFO|DEBUG) [\w.-]+: )")
+# a progress bar (tqdm: "Loading weights: 100%|████| 21/21 [00:00<00:00, ...]"), however many redraws a line holds
+_PROGRESS_BAR = re.compile(r"^[\s\r]*(?:[^\r|]*\d+%\|[^|]*\|[^\r]*\[[^\]]*\][\s\r]*)+$")
+# a library's deprecation notice (its source line follows, indented): not the user's to act on; RADRANK_VERBOSE=1
+_LIBRARY_WARNING = re.compile(r"\S*site-packages/\S+:\d+: (?:FutureWarning|DeprecationWarning): ")
 _GLUED = re.compile(r"(?<=\S)(?=(?:INFO|DEBUG|WARNING|ERROR) radrank[\w.]*: )")
-_RESULTS = re.compile(r"(?:^|/)results/(?:report/report\.(?:html|md)|leaderboard/[^/]+\.csv)$")
+# what a finished run points to: the report, the leaderboards, a trained MRScore model's card (mrscore_train)
+_RESULTS = re.compile(r"(?:^|/)results/(?:report/report\.(?:html|md)|leaderboard/[^/]+\.csv"
+                      r"|mrscore/[^/]+/model/MODEL_CARD\.md)$")
 _STOPPED_LINE = re.compile(r"stopped: the run was stopped by SIG\w+$")
 
 
@@ -1002,6 +1009,10 @@ class SnakemakeConsole:
                 return False
             self.state = None
             return False  # the exception's own line, the traceback's last
+        if state == "library_warning":
+            self.state = None
+            if line.startswith("  "):
+                return False
         if state == "removing":  # the list of the failed job's outputs Snakemake removes
             self.state = None
             return False
@@ -1014,6 +1025,11 @@ class SnakemakeConsole:
         return self._line(line, text)
 
     def _line(self, line: str, text: str) -> bool:
+        if _LIBRARY_WARNING.match(text):
+            self.state = "library_warning"  # its indented source line goes with it
+            return False
+        if _PROGRESS_BAR.match(line):
+            return False
         if not text or text in ("SNAKEMAKE", "=========") or _TIMESTAMP.match(text) or _NOISE.match(line):
             if text == "SNAKEMAKE":
                 self.state = "header"
@@ -1153,9 +1169,10 @@ class SnakemakeConsole:
         self.say(f"{self.counter()}running: {', '.join(rules[:3])}{more} (for {_duration(now - oldest)})")
 
     def results(self) -> list[Path]:
-        """The report and the leaderboards that exist: those the run's jobs named, else those in results/."""
+        """The report, leaderboards and model cards that exist: those the run's jobs named; when no job ran, the
+        report and leaderboards in results/ (a run that trained a model lists its card, not older leaderboards)."""
         named = [self._path(f) for f in dict.fromkeys(self.files) if _RESULTS.search(f)]
-        if not named:
+        if not self.files:
             root = Path(self.workdir or ".")
             named = [root / "results/report/report.html", root / "results/report/report.md",
                      *sorted((root / "results/leaderboard").glob("*.csv"))]
@@ -1184,11 +1201,13 @@ class SnakemakeConsole:
                 self.say(f"{self.counter()}done in {_duration(time.monotonic() - self.started)}")
             found = self.results()
             if found:
-                self.say("results:" if self.mode == "quiet" else "results (the report and the leaderboards):")
+                self.say("results:" if self.mode == "quiet" else "results (the report, the leaderboards, a "
+                         "trained model's card):")
                 for path in found:
                     self.write(f"  {path}")
             else:
-                self.say("no report or leaderboard exists yet")
+                self.say("this run built no report, leaderboard or model" if self.files
+                         else "no report or leaderboard exists yet")
             return
         failures = [f for f in self.failures if not _STOPPED_LINE.search(f[1])] or self.failures
         if failures:

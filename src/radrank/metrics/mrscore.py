@@ -135,6 +135,7 @@ def template_problem(template: str, allowed) -> str | None:
 
 TRAINED_FORMAT = "radrank-mrscore-1"
 TRAINED_FILE = "mrscore.json"
+DEMO_MARKER = "RADRANK_DEMO.json"  # beside each of make mrscore-demo's tiny random models (radrank.mrscore_train.demo)
 PROMPT_FIELDS = ("prompt_template", "chat_template", "max_report_words", "max_length")
 
 
@@ -383,6 +384,8 @@ class MRScore(Metric):
         if reward_model is None:
             resolved = {ref.setting: runtime.resolve(ref) for ref in self.weights(s)}  # all found before torch
             reward_model, prov = load_reward_model(s, resolved, runtime)
+            if s.model and (Path(s.model) / DEMO_MARKER).is_file():  # make mrscore-demo's base: the page says so
+                prov = {**prov, "demo": True}
         tok = reward_model.tokenizer
         texts = build_inputs(tok, pairs["reference"].astype(str).tolist(), pairs["hypothesis"].astype(str).tolist(),
                              s)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from radrank.metrics.mrscore import DEMO_MARKER
+
 SPECIAL = ("<unk>", "<s>", "</s>", "<pad>")
 CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
@@ -75,7 +77,7 @@ def build_models(reference_texts, root, seed: int = 0) -> dict:
         model.generation_config = GenerationConfig(bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                                    pad_token_id=tok.pad_token_id)
         model.save_pretrained(str(folder))
-        (folder / "RADRANK_DEMO.json").write_text(json.dumps({"what": "tiny random model for make mrscore-demo",
+        (folder / DEMO_MARKER).write_text(json.dumps({"what": "tiny random model for make mrscore-demo",
                                                               "seed": seed + i, "initializer_range": INIT_STD,
                                                               **SHAPE}, indent=1) + "\n")
         folders[name] = folder

@@ -73,6 +73,7 @@ table.board .s0{position:sticky;left:0;z-index:1;background:#fff;width:3.3em;min
 table.board .s1{position:sticky;left:3.3em;z-index:1;background:#fff;box-shadow:inset -1px 0 var(--line)}
 table.board th.s0,table.board th.s1{z-index:3;background:var(--bg)}
 table.board tr.tier-even td{background:#f3f6fa}
+p.demo{border-left:4px solid var(--flag);padding:6px 10px;background:#fff8ec}
 table.board tr.flagged td{background:#fff8ec}
 td.nm{white-space:normal;font-weight:500;min-width:10.5em;max-width:16em;overflow-wrap:anywhere}
 td.tied{min-width:12em;max-width:15em;font-size:12.5px}

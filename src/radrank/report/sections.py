@@ -563,6 +563,18 @@ SECTIONS = (("leaderboard", "Leaderboard"), ("ranks", "Rank uncertainty"), ("for
             ("cases", "Worst and best cases"), ("drops", "Drop lists"), ("provenance", "Provenance"))
 
 
+def demo_notice(group: Group) -> str:
+    """What the page must say first when a metric scored with demo weights (``make mrscore-demo``'s tiny random
+    models: its score files' provenance says ``demo``): its numbers mean nothing. Empty otherwise."""
+    demo = sorted({metric for (_, metric), p in group.provenance.get("scores", {}).items()
+                   if isinstance(p, dict) and isinstance(p.get("models"), dict) and p["models"].get("demo")})
+    if not demo:
+        return ""
+    labels = ", ".join(_label(group, m) if m in set(group.summary["metric"]) else m for m in demo)
+    return (f"Demo weights: {labels} on this page was scored by tiny random models (make mrscore-demo); its "
+            "numbers are meaningless and prove only that the path runs.")
+
+
 def group_part(group: Group, *, level: float, n_cases: int, link_base: str | None,
                config_hash: str | None = None) -> Part:
     """The page of one dataset × split: every section, and its part of report.md."""
@@ -575,6 +587,9 @@ def group_part(group: Group, *, level: float, n_cases: int, link_base: str | Non
     part.html.append(f"<section id=\"{base}\"><h1>{esc(title)}</h1>")
     part.html.append(f"<p>Ranked by {esc(ranked_by)}. {len(group.order)} models; intervals (the smaller second "
                      f"line) are {level:.0%} percentile bootstrap intervals. Click a column header to sort.</p>")
+    demo = demo_notice(group)
+    if demo:
+        part.html.append(f"<p class=\"note demo\"><strong>{esc(demo)}</strong></p>")
     headline = headline_leaves(group)
     steps = {
         "leaderboard": lambda: part.html.append(leaderboard_table(group).html() + dropped_note(group, base)),
@@ -592,7 +607,8 @@ def group_part(group: Group, *, level: float, n_cases: int, link_base: str | Non
         steps[anchor[len(base) + 1:]]()
     part.html.append("</section>")
 
-    part.markdown += [f"## {md_text(title)}", "", f"Ranked by {md_text(ranked_by)}. Brackets: {level:.0%} percentile "
+    part.markdown += [f"## {md_text(title)}", "", *([f"**{md_text(demo)}**", ""] if demo else []),
+                      f"Ranked by {md_text(ranked_by)}. Brackets: {level:.0%} percentile "
                       "bootstrap interval; Rank CI: the rank interval over the same resamples.", "",
                       markdown_leaderboard(group).markdown(), ""]
     adjacent = _adjacent_rows(group, level)
