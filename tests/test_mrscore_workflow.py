@@ -133,3 +133,6 @@ def test_the_leaderboard_scores_with_the_trained_model(trained):
     prov = read_provenance(trained / "results/scores/demo_cxr/findings/careful/mrscore.parquet")
     settings = prov["settings"]
     assert settings["trained"].startswith(f"{OUT}/model@") and settings["adapter"] == f"{OUT}/model/adapter"
+    assert prov["models"]["demo"] is True  # make mrscore-demo's random base: the page says so first
+    page = (trained / "results/report/demo_cxr_findings.html").read_text()
+    assert page.index("Demo weights: MRScore on this page was scored by tiny random models") < page.index("Leaderboard</h2>")

@@ -1175,7 +1175,8 @@ class SnakemakeConsole:
         if not self.files:
             root = Path(self.workdir or ".")
             named = [root / "results/report/report.html", root / "results/report/report.md",
-                     *sorted((root / "results/leaderboard").glob("*.csv"))]
+                     *sorted((root / "results/leaderboard").glob("*.csv")),
+                     *sorted(root.glob("results/mrscore/*/model/MODEL_CARD.md"))]
         found = [p.resolve() for p in dict.fromkeys(named) if p.is_file()]
         return sorted(found, key=lambda p: (p.parent.name != "report", p.suffix != ".html", str(p)))
 
