@@ -421,6 +421,7 @@ def test_coverage_counts_the_set_cases_a_model_answered():
 # --- the workflow ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.workflow
 def test_the_workflow_checks_submissions_and_flags_coverage(workdir, tmp_path):
     data = entries(workdir)
     tampered = {f"demo-{k:04d}" for k in range(0, 48, 3)}  # a third of the cases

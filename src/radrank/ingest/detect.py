@@ -165,13 +165,6 @@ def read_bytes(path) -> bytes:
     return data
 
 
-def check_readable(path) -> None:
-    """An :class:`InputError` naming the file when it is not a regular file :func:`read_bytes` would read."""
-    problem = file_problem(path)
-    if problem:
-        raise InputError(path, problem)
-
-
 def decode_utf8(path, data: bytes) -> str:
     """Decode ``data`` as UTF-8 (a BOM is allowed) or name the first bad byte."""
     try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 ITEM_COLUMNS = ("sample_id", "case", "candidate", "category")
-KINDS = ("ratings", "ranking")
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,6 @@ REXVAL_CANDIDATE_COLUMNS = ("study_id", "gt_report", "radgraph", "bertscore", "s
 REXVAL_RATING_COLUMNS = ("study_number", "candidate_type", "rater_index", "error_category",
                          "clinically_significant", "num_errors")
 USER_REQUIRED = ("case_id", "candidate", "reference", "hypothesis")
-USER_OPTIONAL = ("category",) + CONTEXT_COLUMNS
 _TRUE, _FALSE = {"true", "1", "yes", "y", "t"}, {"false", "0", "no", "n", "f"}
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([YMWD]?)\s*$", re.IGNORECASE)
 _AGE_UNIT_YEARS = {"": 1.0, "Y": 1.0, "M": 1 / 12, "W": 7 / 365.25, "D": 1 / 365.25}

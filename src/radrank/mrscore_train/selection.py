@@ -26,11 +26,6 @@ import numpy as np
 
 log = logging.getLogger("radrank")
 
-SELECTION_COLUMNS = ("checkpoint", "step", "validation_pairs", "validation_accuracy", "kendall_tau_b",
-                     "kendall_tau_b_lower", "kendall_tau_b_upper", "pairwise_agreement", "spearman", "human_items",
-                     "selected")
-
-
 def _reward_settings(model_dir, selection):
     from radrank import metrics
 
