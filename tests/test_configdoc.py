@@ -26,3 +26,12 @@ def test_every_schema_key_is_described():
                 walk(sub["items"], f"{path}{key}[].")
 
     walk(yaml.safe_load((REPO / "schemas/config.schema.yaml").read_text()), "")
+
+
+def test_the_metrics_table_of_docs_metrics_md_is_the_registrys():
+    """docs/metrics.md's table is generated from the registry: a new metric, leaf, environment or default model
+    makes this fail until the page is regenerated."""
+    page = (REPO / "docs/metrics.md").read_text()
+    start, end = page.index(configdoc.METRICS_BEGIN), page.index(configdoc.METRICS_END) + len(configdoc.METRICS_END)
+    assert page[start:end] + "\n" == configdoc.metrics_table(), \
+        "docs/metrics.md's table is out of date: python -m radrank.configdoc --metrics, pasted between its markers"
