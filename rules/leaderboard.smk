@@ -6,6 +6,7 @@ rule leaderboard:
         rank_replicates=f"{STATS}/rank_replicates.parquet",
         coverage=f"{STATS}/coverage.parquet",
         comparisons=f"{STATS}/comparisons.parquet",
+        failures=f"{STATS}/failures.parquet",
         drops=lambda w: each_model(DROPS, w),
         **({"models_sheet": config["models"]} if config["models"] else {}),
     output:

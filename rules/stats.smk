@@ -14,6 +14,7 @@ rule bootstrap:
         summary=f"{STATS}/summary.parquet",
         comparisons=f"{STATS}/comparisons.parquet",
         comparisons_csv=f"{STATS}/comparisons.csv",
+        failures=f"{STATS}/failures.parquet",
         model_files=directory(SUMMARIES),
     log:
         "logs/stats/{dataset}/{split}.log",

@@ -197,6 +197,8 @@ def _score_columns(metric: str, quality, rng, pairs):
                                   for i, q in enumerate(quality)]
         cols["green_unparsed"] = unparsed.astype("float64")
         cols["green_unparsed_reason"] = np.where(unparsed, "no [Matched Findings] section", "")
+        cols["green_failure"] = np.where(unparsed, "unparsed", "")
+        cols["green_attempts"] = np.where(unparsed, 2, 1)
     elif metric == "crimson":
         responses, values = [], []
         for i, q in enumerate(quality):
@@ -220,6 +222,8 @@ def _score_columns(metric: str, quality, rng, pairs):
         cols["crimson"] = np.asarray(values)
         cols["crimson_reason"] = [""] * n
         cols["crimson_response"] = responses
+        cols["crimson_failure"] = [""] * n
+        cols["crimson_attempts"] = np.ones(n, dtype="int64")
     else:
         for c in spec.columns:
             cols[c] = noisy()
@@ -325,7 +329,8 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
                          fallback_rank_by="bleu2", decimals=3, level=level).run(
             files(summary=stats / "summary.parquet", rank_replicates=stats / "rank_replicates.parquet",
                   coverage=stats / "coverage.parquet", comparisons=stats / "comparisons.parquet",
-                  drops=[entries[m]["drops"] for m in models], models_sheet=str(sheet)),
+                  failures=stats / "failures.parquet", drops=[entries[m]["drops"] for m in models],
+                  models_sheet=str(sheet)),
             files(board=board, ranks=stats / "ranks.parquet"))
         layout.append({**group, "leaderboard": str(board), "ranks": str(stats / "ranks.parquet"), "cases": str(cases), "accounting": f"{accounting}.parquet",
                        "summary": str(stats / "summary.parquet"), "comparisons": str(stats / "comparisons.parquet"),
@@ -337,4 +342,5 @@ def stats_outputs(stats: Path) -> dict:
     """The statistics job's files in folder ``stats`` (rules/stats.smk), but for its per-model folder."""
     return {"replicates": stats / "replicates.parquet", "summary": stats / "summary.parquet",
             "comparisons": stats / "comparisons.parquet", "comparisons_csv": stats / "comparisons.csv",
-            "coverage": stats / "coverage.parquet", "rank_replicates": stats / "rank_replicates.parquet"}
+            "coverage": stats / "coverage.parquet", "rank_replicates": stats / "rank_replicates.parquet",
+            "failures": stats / "failures.parquet"}

@@ -117,7 +117,7 @@ def run_group(tmp: Path, subs: dict, *, canonical: bool = True, on_mismatch: str
                      decimals=6, level=0.95).run(
         files(summary=stats / "summary.parquet", rank_replicates=stats / "rank_replicates.parquet",
               coverage=stats / "coverage.parquet", comparisons=stats / "comparisons.parquet",
-              drops=[drops[m] for m in models]),
+              failures=stats / "failures.parquet", drops=[drops[m] for m in models]),
         files(board=str(board_path), ranks=str(stats / "ranks.parquet")))
     board = io.read_csv(board_path, keep_default_na=True).set_index("model")
     per_case = {m: pd.read_parquet(p).set_index("sample_id")[leaf] for m, p in zip(models, scores)}

@@ -56,6 +56,7 @@ from typing import Callable, Literal
 from radrank.devices import DEVICE_DOC, check_device, device_of, dtype_of
 from radrank.errors import ConfigError
 from radrank.judge_cache import ResponseCache, make_key, root_of
+from radrank.judge_failures import REFUSED_MARK, TRUNCATED_MARK, failure_columns, failure_kind
 from radrank.metrics.base import Metric
 from radrank.runtime import WeightRef, allows_remote_code, api_key
 from radrank.runtime.loaders import (VLLM_FAMILY, generation_config_of, load_causal_lm, start_vllm, vllm_args,
@@ -79,6 +80,7 @@ class Generation:
     new_tokens: int = 0
     finished: bool = True  # False: cut at the token limit
     error: str | None = None  # the request failed (endpoint error); never cached
+    refused: str | None = None  # the endpoint flagged the answer as a refusal (why: its finish reason or message)
 
 
 @dataclass
@@ -433,10 +435,16 @@ class OpenAIGenerator:
                 with self.__opener.open(req, timeout=self.timeout) as resp:
                     data = json.loads(resp.read().decode("utf-8"))
                 choice = data["choices"][0]
-                text = (choice.get("message") or {}).get("content") or ""
+                message = choice.get("message") or {}
+                text = message.get("content") or ""
                 usage = data.get("usage") or {}
-                return Generation(text=text, new_tokens=int(usage.get("completion_tokens") or 0),
-                                  finished=choice.get("finish_reason") != "length")
+                finish = choice.get("finish_reason")
+                # a refusal the endpoint says is one: its own message (structured outputs) or its content filter
+                refused = (f"refusal message {str(message['refusal'])[:200]!r}" if message.get("refusal")
+                           else "finish_reason content_filter" if finish == "content_filter" else None)
+                return Generation(text=text or str(message.get("refusal") or ""),
+                                  new_tokens=int(usage.get("completion_tokens") or 0), finished=finish != "length",
+                                  refused=refused)
             except urllib.error.HTTPError as e:
                 detail = ""
                 try:
@@ -470,11 +478,13 @@ class OpenAIGenerator:
 
 
 def _cache_entry(g: Generation) -> dict:
-    return {"text": g.text, "new_tokens": g.new_tokens, "finished": g.finished}
+    entry = {"text": g.text, "new_tokens": g.new_tokens, "finished": g.finished}
+    return {**entry, "refused": g.refused} if g.refused else entry
 
 
 def _from_entry(e: dict) -> Generation:
-    return Generation(text=e["text"], new_tokens=int(e.get("new_tokens", 0)), finished=bool(e.get("finished", True)))
+    return Generation(text=e["text"], new_tokens=int(e.get("new_tokens", 0)), finished=bool(e.get("finished", True)),
+                      refused=e.get("refused") or None)
 
 
 def _request_json(request):
@@ -513,8 +523,10 @@ def _try_parse(parse, g: Generation):
         return parse(g.text), None
     except ParseError as e:
         reason = str(e) or "unparsable answer"
+        if g.refused:
+            reason += f" ({REFUSED_MARK}: {g.refused})"
         if not g.finished:
-            reason += f" (answer cut at the token limit after {g.new_tokens} tokens)"
+            reason += f" (answer {TRUNCATED_MARK} after {g.new_tokens} tokens)"
         return None, reason
 
 
@@ -571,7 +583,8 @@ def judgement_frame(name: str, pairs, judgements: list[Judgement], values: Calla
                     value_columns: tuple, analysis: Callable[[str], str] | None = None):
     """The per-sample scores of judge metric ``name``: ``sample_id``, the ``value_columns`` from ``values(parsed
     answer)`` (NaN where the answer did not parse), ``<name>_analysis`` (the answer, through ``analysis``),
-    ``<name>_unparsed`` (1.0 / 0.0) and ``<name>_unparsed_reason`` ("" where it parsed)."""
+    ``<name>_unparsed`` (1.0 / 0.0), ``<name>_unparsed_reason`` ("" where it parsed), ``<name>_failure`` (its
+    kind, :func:`radrank.judge_failures.failure_kind`) and ``<name>_attempts`` (answers asked)."""
     import numpy as np
     import pandas as pd
 
@@ -591,8 +604,11 @@ def judgement_frame(name: str, pairs, judgements: list[Judgement], values: Calla
     if unparsed.any():
         log.warning("%s: %d of %d pairs have no score (answer unparsable after one retry); see %s_unparsed_reason",
                     name, int(unparsed.sum()), n, name)
+    kind_column, attempts_column = failure_columns(name)
     return pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(), **cols, f"{name}_analysis": texts,
-                         f"{name}_unparsed": unparsed, f"{name}_unparsed_reason": reasons})
+                         f"{name}_unparsed": unparsed, f"{name}_unparsed_reason": reasons,
+                         kind_column: [failure_kind(j.reason, j.text) for j in judgements],
+                         attempts_column: np.array([j.attempts for j in judgements], dtype="int64")})
 
 
 # --- settings shared by the judge metrics ----------------------------------------------------------------

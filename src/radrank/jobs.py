@@ -489,6 +489,7 @@ class Bootstrap(Job):
 
         from radrank.leaderboard import rank_leaf_of
         from radrank.stats import bootstrap, coverage
+        from radrank.stats.failures import failure_accounting, judges_of
         from radrank.summaries import write_model_summaries
 
         score_paths = by_model(input.scores, self.models, len(self.metrics))
@@ -531,6 +532,8 @@ class Bootstrap(Job):
         io.write_parquet(result.replicates, output.replicates, prov)
         io.write_parquet(covered, output.coverage, prov)
         io.write_parquet(common, output.rank_replicates, prov)
+        # the LLM judges' failed answers per model and the ranks under each failure policy (radrank.stats.failures)
+        io.write_parquet(failure_accounting(scores, judges_of(self.metrics), ranked), output.failures, prov)
         write_model_summaries(result.replicates, result.summary, {m: p[0] for m, p in drops_paths.items()},
                               output.model_files)
 
@@ -538,7 +541,8 @@ class Bootstrap(Job):
 @dataclass(frozen=True)
 class Leaderboard(Job):
     """The leaderboard CSV and the rank distribution it rests on. Input: ``summary``, ``replicates``,
-    ``comparisons``, ``drops`` (models, in order), optional ``models_sheet``."""
+    ``comparisons``, ``failures`` (:mod:`radrank.stats.failures`), ``drops`` (models, in order), optional
+    ``models_sheet``."""
 
     dataset: str
     split: str
@@ -571,7 +575,7 @@ class Leaderboard(Job):
         meta = read_models_sheet(sheet) if sheet else None
         table = build_leaderboard(summary, drops, meta, rank_by=self.rank_by, fallback_rank_by=self.fallback_rank_by,
                                   decimals=self.decimals, rank_summary=rank_summary, tied=tied, coverage=covered,
-                                  columns=self.columns)
+                                  columns=self.columns, failures=pd.read_parquet(input.failures))
         first = table.iloc[0]
         log.info("%s/%s leaderboard: %d models, %s; rank 1: %s (P(rank=1) = %s, rank interval %s)", self.dataset,
                  self.split, len(table), first["Ranked by"], first["Model Name"], first["P(rank=1)"],

@@ -21,6 +21,13 @@ every ranked model has), ``Rank CI low``, ``Rank CI high``, ``P(rank=1)``, ``Ran
 ``Rank set high`` (the simultaneous rank set: every model's holds at once), ``Tier`` and ``Tied with``
 (display names of the neighbouring models whose paired difference from this one is not
 significant, best first, joined by "; "; a comparison on too few common cases tells none apart).
+
+Judge failures (:mod:`radrank.stats.failures`), for each LLM-judge metric computed, under its label ``J``:
+``J judged``, ``J failed``, ``J failed share``, one count per kind (``J unparsed``, ``J refusals``,
+``J truncated``, ``J empty``, ``J request errors``), ``J retried``, and the model's rank by the judge's leaf
+with failed pairs excluded / scored worst / scored best (``J rank, failures excluded`` …); ``Failure policy``
+names the judges whose ranking of this model a failure policy flips (and says so in ``Flag`` when that judge's
+leaf ranks the table).
 """
 
 from __future__ import annotations
@@ -54,15 +61,44 @@ COLUMN_SETS = ("computed", "rexrank")
 # why, what it submitted outside the set, and the rule that made the set
 CASE_SET_COLUMNS = {"Missing": "n_missing", "Missing reasons": "missing_reasons", "Outside set": "n_outside",
                     "Case set": "case_set"}
+# leaderboard column suffix -> failure table field (radrank.stats.failures)
+FAILURE_COLUMNS = {"judged": "judged", "failed": "failed", "failed share": "failed_share", "unparsed": "unparsed",
+                   "refusals": "refusal", "truncated": "truncated", "empty": "empty", "request errors": "error",
+                   "retried": "retried"}
+POLICY_COLUMNS = {"excluded": "rank, failures excluded", "worst": "rank, failures worst",
+                  "best": "rank, failures best"}
+
+
+def failure_cells(failures, model: str, decimals: int) -> tuple[dict, list]:
+    """(the model's judge-failure columns, the judges whose failure policy flips its rank, as sentences)."""
+    import pandas as pd
+
+    cells, flipped = {}, []
+    if failures is None or not len(failures):
+        return cells, flipped
+    for _, r in failures[failures["model"] == model].iterrows():
+        label = r["label"]
+        for suffix, field in FAILURE_COLUMNS.items():
+            value = r[field]
+            cells[f"{label} {suffix}"] = (round(float(value), decimals + 2) if field.endswith("_share")
+                                          else int(value))
+        for policy, suffix in POLICY_COLUMNS.items():
+            rank = r[f"rank_{policy}"]
+            cells[f"{label} {suffix}"] = None if pd.isna(rank) else int(rank)
+        if bool(r["policy_sensitive"]):
+            flipped.append(f"{label} rank {int(r['rank_excluded'])} with failures excluded, {int(r['rank_worst'])} "
+                           f"scored worst, {int(r['rank_best'])} scored best ({int(r['failed'])} failed)")
+    return cells, flipped
 
 
 def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcliq_v1", fallback_rank_by="bleu2",
-                      decimals=3, rank_summary=None, tied=None, coverage=None, columns="computed"):
+                      decimals=3, rank_summary=None, tied=None, coverage=None, columns="computed", failures=None):
     """The leaderboard table, best first (ranked models, then the unranked ones, best first).
 
     ``rank_summary`` (from :func:`radrank.stats.ranks.rank_uncertainty`) and ``tied`` (from
     :func:`radrank.stats.ranks.tied_with`) add the rank-uncertainty columns; ``coverage`` (from
-    :func:`radrank.stats.coverage.flag_ranking`) the coverage columns and which models are ranked.
+    :func:`radrank.stats.coverage.flag_ranking`) the coverage columns and which models are ranked; ``failures``
+    (from :func:`radrank.stats.failures.failure_accounting`) the judge-failure columns.
     """
     if columns not in COLUMN_SETS:
         raise ValueError(f"columns must be one of {COLUMN_SETS}, got {columns!r}")
@@ -157,10 +193,22 @@ def build_leaderboard(summary, drops: dict, meta: dict | None, *, rank_by="radcl
             row["Tied with"] = "; ".join(names[t] for t in tied.get(m, []))
         if covered is not None:
             row["Flag"] = covered.loc[m, "flag"]
+        judged, flipped = failure_cells(failures, m, decimals)
+        if failures is not None and len(failures):
+            row.update(judged)
+            row["Failure policy"] = "; ".join(flipped)
+            ranking = set(failures.loc[(failures["model"] == m) & failures["policy_sensitive"]
+                                       & (failures["leaf"] == rank_leaf), "label"])
+            if ranking:  # the judge that ranks the table: its failure policy moves this model's Rank
+                note = f"its rank depends on how failed {', '.join(sorted(ranking))} answers are scored"
+                row["Flag"] = "; ".join(x for x in (row.get("Flag") or "", note) if x)
         row["_order"] = (0, ranks[m]) if m in ranks else (1, order_unranked[m])
         rows.append(row)
     table = pd.DataFrame(rows)
-    for column in ("Rank", "Rank CI low", "Rank CI high", "Rank CI cases", "Rank set low", "Rank set high", "Tier"):
+    counted = [f"{label} {suffix}" for label in (failures["label"].unique() if failures is not None else ())
+               for suffix in (*POLICY_COLUMNS.values(), *(k for k in FAILURE_COLUMNS if k != "failed share"))]
+    for column in ("Rank", "Rank CI low", "Rank CI high", "Rank CI cases", "Rank set low", "Rank set high", "Tier",
+                   *counted):
         if column in table.columns:
             table[column] = table[column].astype("Int64")
     return table.sort_values(["_order", "model"], kind="stable").drop(columns="_order").reset_index(drop=True)

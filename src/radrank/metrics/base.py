@@ -7,6 +7,8 @@ A metric is an instance of a :class:`Metric` subclass, in one module, registered
 * ``columns`` — the per-sample columns ``score`` returns (besides ``sample_id``), and ``nan_columns``
   — those that may be NaN, with the reason in ``reason_column`` when the metric explains it;
 * ``leaves`` — the numbers it puts on a leaderboard and how they aggregate (below);
+* ``failures`` — for an LLM judge, its :class:`FailureAccounting` (per-pair failure kind and attempts columns,
+  the leaf and scale the failure policies rank by);
 * ``requires`` — metrics whose per-sample scores it reads (RadCliQ reads four);
 * ``Settings`` — a frozen, typed :class:`radrank.settings.Settings` class: every setting, its
   default, its type, and whether it changes scores (``scored``) or only speed (``speed``);
@@ -101,6 +103,30 @@ def count_leaf(column: str, label: str) -> Leaf:
 
 
 @dataclass(frozen=True)
+class FailureAccounting:
+    """How an LLM-judge metric's failed pairs are counted (:mod:`radrank.judge_failures`) and which ranking the
+    failure policies test (:mod:`radrank.stats.failures`): the models' ranks by mean leaf ``leaf`` with failed
+    pairs excluded (what the leaf does), scored as ``worst`` and scored as ``best`` (the ends of its scale)."""
+
+    label: str  # the judge's name on the leaderboard's failure columns
+    kind_column: str  # per pair: its failure kind, "" when scored
+    attempts_column: str  # per pair: answers asked (2: asked again)
+    leaf: str | None = None  # None: counted, no policy ranks (the leaf is not a mean of one column)
+    worst: float = 0.0
+    best: float = 1.0
+
+
+def judge_failures(name: str, label: str, leaf: str | None = None, worst: float = 0.0,
+                   best: float = 1.0) -> FailureAccounting:
+    """The failure accounting of judge metric ``name`` on its columns ``<name>_failure`` / ``<name>_attempts``."""
+    from radrank.judge_failures import failure_columns
+
+    kind, attempts = failure_columns(name)
+    return FailureAccounting(label=label, kind_column=kind, attempts_column=attempts, leaf=leaf, worst=worst,
+                             best=best)
+
+
+@dataclass(frozen=True)
 class BoardColumn:
     """A column of ReXrank's leaderboard that shows one of a metric's leaves.
 
@@ -141,6 +167,7 @@ class Metric:
     requires: ClassVar[tuple[str, ...]] = ()
     nan_columns: ClassVar[tuple[str, ...]] = ()  # may hold NaN (e.g. an unparsable judge answer)
     reason_column: ClassVar[str | None] = None  # why a row's values are NaN ("" when they are not)
+    failures: ClassVar[FailureAccounting | None] = None  # an LLM judge: how its failed answers are counted
     packages: ClassVar[tuple[str, ...]] = ()
     version: ClassVar[str] = "1"
     status: ClassVar[str] = "implemented"  # implemented | needs-weights

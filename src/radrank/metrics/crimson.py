@@ -82,7 +82,8 @@ from typing import Literal
 import numpy as np
 
 from radrank.engine import JudgeMetric, JudgeSettings, model_ref
-from radrank.metrics.base import Explanation, Resources, mean_leaf
+from radrank.judge_failures import failure_columns, failure_kind
+from radrank.metrics.base import Explanation, Resources, judge_failures, mean_leaf
 from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
@@ -96,7 +97,7 @@ ERROR_KEYS = ("false_findings", "missing_findings", "attribute_errors", "locatio
 WEIGHTED_KEYS = ("false_findings", "missing_findings", "attribute_errors")
 NUMBER_COLUMNS = (("crimson",) + tuple(f"crimson_{k}" for k in ERROR_KEYS)
                   + tuple(f"crimson_weighted_{k}" for k in WEIGHTED_KEYS) + ("crimson_n_g", "crimson_correct"))
-COLUMNS = NUMBER_COLUMNS + ("crimson_reason", "crimson_response")
+COLUMNS = NUMBER_COLUMNS + ("crimson_reason", "crimson_response", *failure_columns("crimson"))
 
 
 @dataclass(frozen=True)
@@ -460,7 +461,8 @@ def judge_engine(prompts: list[str], s: CRIMSONSettings, runtime):
     requests = [render(generator.tokenizer, p) for p in prompts]
     judgements = engine.judge(generator, requests, _engine_parse, cache=engine.cache_for(s), retry=s.retry,
                               what="crimson")
-    rows = [j.value if j.parsed else _unscored(j.reason or "unparsed", j.text) for j in judgements]
+    rows = [{**(j.value if j.parsed else _unscored(j.reason or "unparsed", j.text)), "crimson_attempts": j.attempts}
+            for j in judgements]
     prov["generation"] = {"runner": f"radrank.engine ({generator.backend})", "greedy": True,
                           "max_new_tokens": generator.max_new_tokens, "max_total_tokens": generator.max_total_tokens,
                           "retry": s.retry, "retry_temperature": generator.retry_temperature,
@@ -537,8 +539,9 @@ class CRIMSON(JudgeMetric):
     Settings = CRIMSONSettings
     nan_columns = NUMBER_COLUMNS  # an answer that cannot be parsed or scored
     reason_column = "crimson_reason"
+    failures = judge_failures("crimson", "CRIMSON", leaf="crimson", worst=-1.0, best=1.0)  # its range is (−1, 1]
     packages = ("crimson-score", "torch", "transformers", "accelerate", "peft", "openai")
-    version = "1"
+    version = "2"  # 2: the per-pair failure kind and attempts columns
     default_resources = Resources(mem_mb=32000, runtime_min=720, threads=4, gpu=1)
     explained_by = ("crimson_response", "crimson_reason")
     reads = ("reference", "hypothesis", "age", "indication")  # the patient context of the prompt
@@ -583,6 +586,9 @@ class CRIMSON(JudgeMetric):
         out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
         for c in NUMBER_COLUMNS:
             out[c] = out[c].astype("float64")
+        # the package's own pipeline and the API path ask once; the engine's loop may ask twice
+        out["crimson_attempts"] = out["crimson_attempts"].fillna(1).astype("int64")
+        out["crimson_failure"] = [failure_kind(r, t) for r, t in zip(out["crimson_reason"], out["crimson_response"])]
         failed = out["crimson_reason"].ne("")
         if failed.any():
             log.warning("crimson: %d/%d samples not scored (NaN): %s", int(failed.sum()), len(out),

@@ -63,7 +63,8 @@ from pathlib import Path
 from typing import Literal
 
 from radrank import engine
-from radrank.metrics.base import BoardColumn, Explanation, Resources, count_leaf, mean_leaf
+from radrank.judge_failures import failure_columns
+from radrank.metrics.base import BoardColumn, Explanation, Resources, count_leaf, judge_failures, mean_leaf
 from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
@@ -76,7 +77,8 @@ GREEN_ERRORS = {  # GREEN's clinically significant error categories (a)–(f), a
 }
 COUNT_COLUMNS = ("green_matched", *(f"green_sig_{c}" for c in LETTERS), "green_significant",
                  *(f"green_insig_{c}" for c in LETTERS), "green_insignificant")
-COLUMNS = ("green", *COUNT_COLUMNS, "green_analysis", "green_unparsed", "green_unparsed_reason")
+COLUMNS = ("green", *COUNT_COLUMNS, "green_analysis", "green_unparsed", "green_unparsed_reason",
+           *failure_columns("green"))
 
 
 @dataclass(frozen=True)
@@ -278,6 +280,8 @@ class GREEN(engine.JudgeMetric):
     Settings = GREENSettings
     nan_columns = ("green", *COUNT_COLUMNS)  # an answer without GREEN's three sections, after one retry
     reason_column = "green_unparsed_reason"
+    version = "2"  # 2: the per-pair failure kind and attempts columns
+    failures = judge_failures("green", "GREEN", leaf="green", worst=0.0, best=1.0)  # matched / (matched + errors)
     packages = ("torch", "transformers", "tokenizers", "radeval", "huggingface-hub", "safetensors")
     default_resources = Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1)
     board = (BoardColumn("GREEN", "green", 7),)

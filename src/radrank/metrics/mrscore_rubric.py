@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from radrank import engine
-from radrank.metrics.base import Resources, count_leaf, mean_leaf
+from radrank.judge_failures import failure_columns
+from radrank.metrics.base import Resources, count_leaf, judge_failures, mean_leaf
 from radrank.runtime import WeightRef
 from radrank.settings import scored, speed
 
@@ -81,7 +82,7 @@ KEYS = tuple(k for k, *_ in CRITERIA)
 WEIGHTS = {k: w for k, w, *_ in CRITERIA}
 FLAG_COLUMNS = tuple(f"mrscore_rubric_{k}" for k in KEYS)
 COLUMNS = ("mrscore_rubric", *FLAG_COLUMNS, "mrscore_rubric_analysis", "mrscore_rubric_unparsed",
-           "mrscore_rubric_unparsed_reason")
+           "mrscore_rubric_unparsed_reason", *failure_columns("mrscore_rubric"))
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,10 @@ class MRScoreRubric(engine.JudgeMetric):
     Settings = RubricSettings
     nan_columns = ("mrscore_rubric", *FLAG_COLUMNS)  # no usable JSON verdict after one retry
     reason_column = "mrscore_rubric_unparsed_reason"
+    version = "2"  # 2: the per-pair failure kind and attempts columns
+    # 100 − Σ S_i · W_i: 100 with no error flagged, 100 − Σ W_i with every one
+    failures = judge_failures("mrscore_rubric", "MRScore rubric", leaf="mrscore_rubric",
+                              worst=100.0 - sum(WEIGHTS.values()), best=100.0)
     packages = ("torch", "transformers", "tokenizers", "huggingface-hub", "safetensors")
     default_resources = Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1)
 

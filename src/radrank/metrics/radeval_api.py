@@ -57,7 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
-from radrank.metrics.base import Leaf, Resources, mean_leaf
+from radrank.judge_failures import failure_columns, failure_kind
+from radrank.metrics.base import Leaf, Resources, judge_failures, mean_leaf
 from radrank.metrics.radeval_extras import RadEvalMetric, _import
 from radrank.runtime import WeightRef, api_key, scrub
 from radrank.settings import Settings, scored, speed
@@ -112,9 +113,9 @@ class RadEvalAPIMetric(RadEvalMetric):
                         reasons[failed].iloc[0])
 
     def judge_all(self, pairs, judge, s: APISettings, key: str, on_client=None) -> list:
-        """(value, reason) per pair, in order: ``await judge((reference, hypothesis), client)`` once per distinct
-        pair, ``s.concurrency`` at a time on one async client (``on_client(client)`` first, for a scorer that
-        holds its client); every request failing fails the job."""
+        """(value, reason, attempts) per pair, in order: ``await judge((reference, hypothesis), client)`` once per
+        distinct pair, ``s.concurrency`` at a time on one async client (``on_client(client)`` first, for a scorer
+        that holds its client); every request failing fails the job."""
         keys = list(zip(map(str, pairs["reference"]), map(str, pairs["hypothesis"])))
         distinct = list(dict.fromkeys(keys))
         results: dict = {}
@@ -146,10 +147,14 @@ class RadEvalAPIMetric(RadEvalMetric):
         """Rows (one per pair) as the metric's frame: sample_id first, every column but the reason float64."""
         import pandas as pd
 
+        kind_column, attempts_column = self.failures.kind_column, self.failures.attempts_column
         out = pd.DataFrame(rows, columns=list(self.columns))
         for c in self.columns:
-            if c != self.reason_column:
+            if c not in (self.reason_column, kind_column, attempts_column):
                 out[c] = out[c].astype("float64")
+        out[attempts_column] = out[attempts_column].astype("int64")
+        # "no_*phrases": a fraction undefined for the pair, not a failed answer
+        out[kind_column] = ["" if r.startswith("no_") else failure_kind(r, None) for r in out[self.reason_column]]
         out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
         self.log_failures(out[self.reason_column])
         return out
@@ -207,9 +212,11 @@ class MammoGREEN(RadEvalAPIMetric):
     name = "mammo_green"
     description = ("MammoGREEN per report (LLM judge of matched findings and six significant error kinds in "
                    "mammography reports; radeval package, OpenAI-compatible API), mean over reports")
-    columns = MAMMO_NUMBERS + ("mammo_green_reason",)
+    columns = MAMMO_NUMBERS + ("mammo_green_reason", *failure_columns("mammo_green"))
     nan_columns = MAMMO_NUMBERS
     reason_column = "mammo_green_reason"
+    version = "2"  # 2: the per-pair failure kind and attempts columns
+    failures = judge_failures("mammo_green", "MammoGREEN", leaf="mammo_green", worst=0.0, best=1.0)
     leaves = (mean_leaf("mammo_green", "MammoGREEN"),)
     Settings = MammoGREENSettings
     default_resources = Resources(mem_mb=2000, runtime_min=240, threads=2, gpu=0)
@@ -228,22 +235,23 @@ class MammoGREEN(RadEvalAPIMetric):
             ref, hyp = pair
             request = scorer._build_request(ref, hyp)
             reason = ""
-            for _ in range(ATTEMPTS):
+            for attempt in range(1, ATTEMPTS + 1):
                 try:
                     raw = await scorer._chat_completion_async(request)
                 except Exception as e:
                     reason = self.reason(e, key)
                     continue
                 try:
-                    return scorer._parse_response(raw), ""
+                    return scorer._parse_response(raw), "", attempt
                 except Exception as e:
                     reason = f"unparsed: {type(e).__name__}: {scrub(e, key)[:300]}"
-            return None, reason
+            return None, reason, ATTEMPTS
 
         rows = []
-        for data, reason in self.judge_all(pairs, judge, s, key,
-                                           on_client=lambda c: setattr(scorer, "_openai_async_client", c)):
+        for data, reason, attempts in self.judge_all(pairs, judge, s, key,
+                                                     on_client=lambda c: setattr(scorer, "_openai_async_client", c)):
             row = dict.fromkeys(self.nan_columns, np.nan)
+            row["mammo_green_attempts"] = attempts
             if data is not None:
                 mg = mod.MammoGreenOutput(**data)  # validated counts, as the package's _aggregate uses them
                 errors = mg.significant_errors
@@ -297,9 +305,11 @@ class RadFactCT(RadEvalAPIMetric):
     name = "radfact_ct"
     description = ("RadFact-CT logical precision / recall / F1 (phrases of each report entailed by the other, "
                    "LLM judge; radeval package, OpenAI-compatible API)")
-    columns = RADFACT_VALUES + RADFACT_STATS + ("radfact_ct_reason",)
+    columns = RADFACT_VALUES + RADFACT_STATS + ("radfact_ct_reason", *failure_columns("radfact_ct"))
     nan_columns = RADFACT_VALUES
     reason_column = "radfact_ct_reason"
+    version = "2"  # 2: the per-pair failure kind and attempts columns
+    failures = judge_failures("radfact_ct", "RadFact-CT", leaf="radfact_ct_precision", worst=0.0, best=1.0)
     leaves = (mean_leaf("radfact_ct_precision", "RadFact-CT precision"),
               mean_leaf("radfact_ct_recall", "RadFact-CT recall"),
               Leaf(name="radfact_ct_f1", label="RadFact-CT F1", stats=RADFACT_STATS, corpus=_radfact_f1))
@@ -347,14 +357,15 @@ class RadFactCT(RadEvalAPIMetric):
 
         async def judge(pair, client):
             ref, hyp = pair
-            try:
-                return await scorer.score_pair_async(client, hyp, ref), ""
+            try:  # one request: the package retries rate limits and timeouts itself
+                return await scorer.score_pair_async(client, hyp, ref), "", 1
             except Exception as e:
-                return None, self.reason(e, key)
+                return None, self.reason(e, key), 1
 
         rows = []
-        for r, reason in self.judge_all(pairs, judge, s, key):
+        for r, reason, attempts in self.judge_all(pairs, judge, s, key):
             row = dict.fromkeys(self.nan_columns, np.nan)
+            row["radfact_ct_attempts"] = attempts
             if r is not None:
                 row.update({
                     "radfact_ct_precision": r["logical_precision"], "radfact_ct_recall": r["logical_recall"],

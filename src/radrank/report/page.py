@@ -79,6 +79,7 @@ td.nm{white-space:normal;font-weight:500;min-width:10.5em;max-width:16em;overflo
 td.tied{min-width:12em;max-width:15em;font-size:12.5px}
 .mono{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}
 .flag{display:block;font-weight:400;font-size:12px;color:var(--flag);max-width:22em;overflow-wrap:break-word}
+.fails{font-size:12px;min-width:18em;max-width:30em;white-space:normal}
 td.text{text-align:left;min-width:15em;max-width:30em;white-space:pre-wrap;word-break:break-word}
 td.text.ctx{min-width:8em;max-width:13em;font-size:12.5px}
 td.text.judge{min-width:17em;white-space:normal;font-size:12.5px}

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from radrank import metrics
-from radrank.leaderboard import CASE_SET_COLUMNS, META_COLUMNS, rexrank_columns
+from radrank.leaderboard import CASE_SET_COLUMNS, FAILURE_COLUMNS, META_COLUMNS, POLICY_COLUMNS, rexrank_columns
 from radrank.report import figures
 from radrank.report.data import Group
 from radrank.report.page import (MISSING, PAGE_ROWS, Cell, Table, count, details, esc, figure, html_link,
@@ -55,9 +55,55 @@ def _metric_columns(board) -> list[str]:
     import pandas as pd
 
     skip = {"Rank", *META_COLUMNS, *COUNT_COLUMNS, *COVERAGE_COLUMNS, "Ranked by", "rank_metric", "model",
-            *RANK_COLUMNS, *CASE_SET_COLUMNS}  # the case-set counts are in the CSV, not metric columns
+            *RANK_COLUMNS, *CASE_SET_COLUMNS,  # the case-set counts are in the CSV, not metric columns
+            *_failure_columns(board)}  # shown together in the judge-failure cell
     return [c for c in board.columns if c not in skip and not str(c).endswith((" CI low", " CI high"))
             and pd.api.types.is_numeric_dtype(board[c]) and board[c].notna().any()]
+
+
+FAILURE_MARK = " failed share"  # the column that names a judge's failure columns (radrank.leaderboard)
+KIND_SHOWN = {"unparsed": "unparsed", "refusals": "refusals", "truncated": "truncated", "empty": "empty",
+              "request errors": "request errors"}
+
+
+def judge_labels(board) -> list[str]:
+    """The LLM judges with failure columns on the leaderboard, in its order."""
+    return [str(c)[:-len(FAILURE_MARK)] for c in board.columns if str(c).endswith(FAILURE_MARK)]
+
+
+def _failure_columns(board) -> list[str]:
+    return [f"{label} {suffix}" for label in judge_labels(board)
+            for suffix in (*FAILURE_COLUMNS, *POLICY_COLUMNS.values())]
+
+
+def failure_text(r, label: str) -> tuple[str, bool]:
+    """One judge's failures of one model in words, and whether a failure policy flips its rank: "GREEN 3 of 200
+    failed (1.5%): unparsed 2, truncated 1; 5 retried; rank 2 (failures excluded), 4 (worst), 1 (best)"."""
+    judged, failed = r.get(f"{label} judged"), r.get(f"{label} failed")
+    if is_missing(judged):
+        return MISSING, False
+    kinds = [f"{shown} {count(r.get(f'{label} {column}'))}" for column, shown in KIND_SHOWN.items()
+             if _number(r.get(f"{label} {column}")) > 0]
+    text = f"{label} {count(failed)} of {count(judged)} failed ({percent(r.get(f'{label} failed share'))})"
+    text += (": " + ", ".join(kinds)) if kinds else ""
+    retried = _number(r.get(f"{label} retried"))
+    text += f"; {count(retried)} retried" if retried > 0 else ""
+    ranks = [_number(r.get(f"{label} {POLICY_COLUMNS[p]}")) for p in ("excluded", "worst", "best")]
+    if all(np.isfinite(ranks)):
+        text += (f"; rank {int(ranks[0])} (failures excluded), {int(ranks[1])} (scored worst), "
+                 f"{int(ranks[2])} (scored best)")
+    return text, all(np.isfinite(ranks)) and len(set(ranks)) > 1
+
+
+def _failure_cell(r, labels) -> Cell:
+    """Every judge's failures of the model; a failure policy that flips its rank is marked."""
+    parts = [failure_text(r, label) for label in labels]
+    html = "<br>".join(esc(text) + ('<span class="flag">a failure policy changes this rank</span>'
+                                    if flipped else "") for text, flipped in parts)
+    shares = [_number(r.get(f"{label}{FAILURE_MARK}")) for label in labels]
+    return Cell(html, max((x for x in shares if np.isfinite(x)), default=float("nan")), raw=True, cls="fails",
+                md="; ".join(text + (" (a failure policy changes this rank)" if flipped else "")
+                             for text, flipped in parts))
 
 
 def _with_ci(row, column) -> str:
@@ -148,7 +194,9 @@ def leaderboard_table(group: Group) -> Table:
     counts = [c for c in COUNT_COLUMNS if c in board.columns]
     coverage = [c for c in ("Coverage", "Cases") if c in board.columns]
     tiers = "Tier" in board.columns and any(np.isfinite(_column(board, "Tier")))
-    header = ["Rank", "Model", *(["Tier"] if tiers else []), "P(rank=1)", "Tied with", *cols, *counts, *coverage]
+    judges = judge_labels(board)
+    header = ["Rank", "Model", *(["Tier"] if tiers else []), "P(rank=1)", "Tied with", *cols, *counts, *coverage,
+              *(["Judge failures"] if judges else [])]
     rows, classes = [], []
     for _, r in board.iterrows():
         rows.append([
@@ -161,6 +209,7 @@ def leaderboard_table(group: Group) -> Table:
                    else None) for c in counts],
             *[Cell(percent(r.get(c)) if c == "Coverage" else count(r.get(c)), _number(r.get(c)),
                    title=COVERAGE_TIP if c == "Coverage" else None) for c in coverage],
+            *([_failure_cell(r, judges)] if judges else []),
         ])
         classes.append(" ".join(c for c in ("flagged" if _flag(r) else "", _tier_class(r) if tiers else "") if c))
     return Table(header, rows, text_columns=(1, 4 if tiers else 3), row_classes=classes, cls="board",
@@ -208,14 +257,16 @@ def markdown_leaderboard(group: Group) -> Table:
     coverage = [c for c in ("Coverage", "Cases") if c in board.columns]
     flags = "Flag" in board.columns and any(_flag(r) for _, r in board.iterrows())
     tiers = "Tier" in board.columns and any(np.isfinite(_column(board, "Tier")))
+    judges = judge_labels(board)
     header = ["Rank", "Model", "Rank CI", *(["Tier", "Rank set"] if tiers else []), "P(rank=1)", *cols, *counts,
-              *coverage, *(["Flag"] if flags else [])]
+              *coverage, *(["Judge failures"] if judges else []), *(["Flag"] if flags else [])]
     rows = [[count(r.get("Rank")), Cell(r["Model Name"], md=md_link(r["Model Name"], r.get("Model URL"))),
              _text(r.get("Rank CI")) or MISSING,
              *([count(r.get("Tier")), _text(r.get("Rank set")) or MISSING] if tiers else []),
              num(r.get("P(rank=1)")), *[_with_ci(r, c) for c in cols],
              *[count(r.get(c)) for c in counts],
              *[percent(r.get(c)) if c == "Coverage" else count(r.get(c)) for c in coverage],
+             *([_failure_cell(r, judges)] if judges else []),
              *([_flag(r)] if flags else [])]
             for _, r in board.iterrows()]
     return Table(header, rows)
