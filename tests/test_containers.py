@@ -4,15 +4,17 @@ in the folder Snakemake uses for that env file in a containerized image, and nev
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
 
-from _workflow import REPO
+from _workflow import REPO, make_workdir, snakemake
 
 from radrank import containers
 
@@ -105,3 +107,43 @@ def test_check_finds_a_stale_and_an_orphan_recipe_and_generation_fixes_both(tmp_
     assert sorted(p.name for p in (specs / "containers").iterdir()) == ["core.def", "judge.def"]
     assert "\npandas==0.0.1\n" in (specs / "containers/judge.def").read_text()
     assert containers.stale() == []  # the checkout's own recipes are untouched
+
+
+FAKE_APPTAINER = """#!/bin/sh
+# records every call; answers what Snakemake asks of an image (its version, the image's conda) and succeeds
+printf '%s\\n' "$*" >> "$APPTAINER_CALLS"
+case "$*" in
+  --version) echo "apptainer version 1.3.6" ;;
+  *"conda info --json"*) echo '{"conda_prefix": "/opt/conda", "root_prefix": "/opt/conda", "platform": "linux-64"}' ;;
+  *"conda --version"*) echo "conda 24.11.3" ;;
+esac
+"""
+
+
+@pytest.mark.workflow
+def test_config_containers_gives_each_family_rule_its_image_and_the_recipes_prefix(tmp_path, monkeypatch):
+    """Off by default: no rule has an image (a dry run with --sdm apptainer needs no apptainer). Set, a
+    ratescore rule runs in its family's image, and Snakemake looks for the env file's environment in the
+    image at the prefix the recipe installs it to (apptainer is not installable here: a recording stand-in)."""
+    monkeypatch.setenv("RADRANK_WEIGHTS_CHECK", "off")  # no weights on this machine; nothing is scored
+    workdir = make_workdir(tmp_path / "run", metrics=["bleu2", "ratescore"], metaeval={"sets": []})
+    monkeypatch.setenv("PATH", ":".join(p for p in os.environ["PATH"].split(":")
+                                        if not (Path(p) / "apptainer").exists() and not (Path(p) / "singularity").exists()))
+    snakemake(workdir, "-n", "--sdm", "apptainer")
+
+    config = yaml.safe_load((workdir / "config/config.yaml").read_text())
+    (workdir / "config/config.yaml").write_text(yaml.safe_dump({**config, "containers": "images/radrank-{family}.sif"}))
+    fake = tmp_path / "bin/apptainer"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_APPTAINER)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("PATH", f"{fake.parent}:{os.environ['PATH']}")
+    monkeypatch.setenv("APPTAINER_CALLS", str(calls))
+    snakemake(workdir, "--sdm", "apptainer", "conda", check=False)  # the stand-in runs nothing
+    seen = calls.read_text()
+    create = next(line for line in recipe("ratescore")["sections"]["post"] if line.startswith("conda create"))
+    prefix = create.split("--prefix ")[1].split()[0]
+    assert prefix == f"/conda-envs/{hashlib.md5((REPO / 'envs/ratescore.yaml').read_bytes()).hexdigest()}"
+    assert re.search(rf"exec .* images/radrank-ratescore\.sif sh -c \[ -d '{prefix}' \]", seen), seen[-3000:]
+    assert "radrank-core" not in seen  # the core rules run in Snakemake's own process, never in an image
