@@ -76,7 +76,7 @@ if PLAN.mrscore is not None:
         conda:
             f"../envs/{PLAN.mrscore.env_of('candidates')}.yaml"
         containerized:
-            family_image(PLAN.mrscore.env_of('candidates'))
+            family_image(PLAN.mrscore.env_of("candidates"))
         envmodules:
             f"radrank/{PLAN.mrscore.env_of('candidates')}",
         script:
@@ -105,7 +105,7 @@ if PLAN.mrscore is not None:
         conda:
             f"../envs/{PLAN.mrscore.env_of('rubric')}.yaml"
         containerized:
-            family_image(PLAN.mrscore.env_of('rubric'))
+            family_image(PLAN.mrscore.env_of("rubric"))
         envmodules:
             f"radrank/{PLAN.mrscore.env_of('rubric')}",
         script:
