@@ -14,7 +14,7 @@ TEST_FAMILIES := $(sort $(patsubst tests/envs/%/,%,$(dir $(wildcard tests/envs/*
 # The environment proof in tests/test_envs.py runs rexrank (transformers 4) beside crimson (5).
 TEST_ENVS := core $(filter-out core,$(sort rexrank crimson $(TEST_FAMILIES)))
 
-.PHONY: help envs example run mrscore-demo test lock status sysdeps clean-envs
+.PHONY: help envs example run mrscore-demo test lock containers status sysdeps clean-envs
 
 help:
 	@echo "make envs     build every environment (.venvs/<family>; cached by its pins)"
@@ -22,7 +22,8 @@ help:
 	@echo "make run      the same run, for your own sheet: whatever config/submissions.tsv lists"
 	@echo "make mrscore-demo  train MRScore with tiny random models, then rank the example with it"
 	@echo "make test     build the environments the tests need and run the whole test suite"
-	@echo "make lock     regenerate envs/<family>.yaml from envs/requirements/<family>.in"
+	@echo "make lock     regenerate envs/<family>.yaml from envs/requirements/<family>.in, then envs/containers/"
+	@echo "make containers  regenerate the Apptainer recipes envs/containers/<family>.def from the locks"
 	@echo "make status   which environments are built and up to date"
 
 envs: sysdeps
@@ -52,8 +53,13 @@ test: sysdeps
 	done; \
 	if [ -n "$$failed" ]; then echo "FAILED test groups:$$failed"; exit 1; fi
 
+# A lock changes the pins its container recipe installs: both are regenerated together.
 lock:
 	$(ENVS) lock
+	$(PYTHON) src/radrank/containers.py
+
+containers:
+	$(PYTHON) src/radrank/containers.py
 
 status:
 	$(ENVS) status

@@ -62,6 +62,13 @@ METAEVAL_OUTPUTS = ("agreement.csv", "metric_comparisons.csv", "scores.parquet")
 MRSCORE = mrscore_config.folder(PLAN.mrscore.name) if PLAN.mrscore else None
 
 
+def family_image(family):
+    """The Apptainer image a family's rules run in (config `containers`, `{family}` filled in: one built from
+    envs/containers/<family>.def); None when unset, so no rule has an image and every route is as without."""
+    template = config.get("containers")
+    return template.format(family=family) if template else None
+
+
 class PerAttempt:
     """A resource that grows with the attempt: ``base`` × attempt (the SLURM profile retries failed jobs)."""
 

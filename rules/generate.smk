@@ -21,6 +21,8 @@ for env_name in PLAN.generation_envs():
             runtime=240,
         conda:
             f"../envs/{env_name}.yaml"
+        containerized:
+            family_image(env_name)
         envmodules:
             f"radrank/{env_name}",
         script:

@@ -48,6 +48,8 @@ if PLAN.mrscore is not None:
                 runtime=10,
             conda:
                 "../envs/train.yaml"
+            containerized:
+                family_image("train")
             envmodules:
                 "radrank/train",
             script:
@@ -73,6 +75,8 @@ if PLAN.mrscore is not None:
             gpu=PLAN.mrscore.gpus_of("candidates"),
         conda:
             f"../envs/{PLAN.mrscore.env_of('candidates')}.yaml"
+        containerized:
+            family_image(PLAN.mrscore.env_of("candidates"))
         envmodules:
             f"radrank/{PLAN.mrscore.env_of('candidates')}",
         script:
@@ -100,6 +104,8 @@ if PLAN.mrscore is not None:
             gpu=PLAN.mrscore.gpus_of("rubric"),
         conda:
             f"../envs/{PLAN.mrscore.env_of('rubric')}.yaml"
+        containerized:
+            family_image(PLAN.mrscore.env_of("rubric"))
         envmodules:
             f"radrank/{PLAN.mrscore.env_of('rubric')}",
         script:
@@ -142,6 +148,8 @@ if PLAN.mrscore is not None:
             gpu=PLAN.mrscore.gpus_of("train"),
         conda:
             "../envs/train.yaml"
+        containerized:
+            family_image("train")
         envmodules:
             "radrank/train",
         script:
@@ -176,6 +184,8 @@ if PLAN.mrscore is not None:
             gpu=PLAN.mrscore.gpus_of("select"),
         conda:
             "../envs/train.yaml"
+        containerized:
+            family_image("train")
         envmodules:
             "radrank/train",
         script:

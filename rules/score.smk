@@ -63,6 +63,8 @@ for score_rule in PLAN.score_rules():
                 gpu=PLAN.gpus_of(metric_name),
             conda:
                 f"../envs/{env_name}.yaml"
+            containerized:
+                family_image(env_name)
             envmodules:
                 f"radrank/{env_name}",
             script:

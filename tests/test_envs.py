@@ -96,17 +96,21 @@ def test_family_contents_the_workflow_relies_on():
 
 
 def test_every_metric_family_and_every_rule_has_both_routes():
-    """Each metric's family has an env file; every script rule names a conda env file and loads the
-    same family's venv through envmodules; the others are the core env's in-process rules, whose run:
+    """Each metric's family has an env file; every script rule names a conda env file, the same family's
+    Apptainer image (config `containers`) and loads the same family's venv through envmodules; the others are the core env's in-process rules, whose run:
     block is one call of radrank.jobs.run_in_process (they run in Snakemake's own environment, the core env)."""
     for name in metrics.names():
         family = metrics.get(name).family
         assert family in FAMILIES, f"metric {name} declares family {family!r}, which has no envs/{family}.yaml"
     for path in sorted((REPO / "rules").glob("*.smk")):
         text = path.read_text()
-        condas = re.findall(r'conda:\s*f?"\.\./envs/([^"]+)\.yaml"\s*envmodules:\s*f?"radrank/([^"]+)"', text)
-        assert len(condas) == text.count("conda:"), f"{path.name}: a conda: directive without envmodules"
-        assert all(c == m for c, m in condas), f"{path.name}: {condas}"
+        condas = re.findall(r'conda:\s*f?"\.\./envs/([^"]+)\.yaml"\s*containerized:\s*family_image\((.+)\)\s*'
+                            r'envmodules:\s*f?"radrank/([^"]+)"', text)
+        assert len(condas) == text.count("conda:"), f"{path.name}: a conda: directive without its image and envmodules"
+        assert all(c == m for c, _, m in condas), f"{path.name}: {condas}"
+        # the image (config `containers`) is the same family's: family_image("train") or family_image(env_name)
+        same = lambda a, b: a.replace("'", '"') == b.replace("'", '"')  # noqa: E731 (snakefmt's quotes)
+        assert all(same(image, f'"{c}"') or same(image, c[1:-1]) for c, image, _ in condas), f"{path.name}: {condas}"
         assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
         for call in re.findall(r"run:\n\s*(.*)", text):
             # (the report's job also gets the threads it was given: rules/common.smk `threaded`)
