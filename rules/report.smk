@@ -5,6 +5,7 @@ rule report:
         unpack(report_inputs),
     output:
         markdown=f"{REPORT}/report.md",
+        appendix=f"{REPORT}/appendix.md",
         html=report(
             f"{REPORT}/report.html",
             caption="../report/report.rst",

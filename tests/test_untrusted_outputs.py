@@ -368,8 +368,8 @@ def _pages(out) -> list:
 
 def test_report_files_hold_no_control_character(hostile_report):
     out, _ = hostile_report
-    files = [out / "report.md", *_pages(out), *sorted((out / "figures").rglob("*.svg"))]
-    assert len(files) > 3 and len(_pages(out)) == 2
+    files = [out / "report.md", out / "appendix.md", *_pages(out), *sorted((out / "figures").rglob("*.svg"))]
+    assert len(files) > 4 and len(_pages(out)) == 2
     for path in files:
         data = path.read_bytes()
         assert not re.search(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", data), path
@@ -384,7 +384,7 @@ def test_report_files_hold_no_bidi_control(hostile_report):
     """A right-to-left override in a display name would reverse the rest of its cell (or line) in a viewer:
     every bidi control is shown as its escape, in every page and in report.md."""
     out, _ = hostile_report
-    files = [out / "report.md", *_pages(out)]
+    files = [out / "report.md", out / "appendix.md", *_pages(out)]
     for path in files:
         text = path.read_text()
         assert not any(c in text for c in BIDI_CONTROLS), path
@@ -404,6 +404,9 @@ def test_report_markdown_has_no_html_and_links_only_to_http(hostile_report):
     assert "javascript:alert(document.cookie)" in md  # refused: shown as text after the name
     assert "&lt;img src=x onerror=alert(1)>\u2400Evil" in md
     assert "[click me\\](javascript:alert(1))" in md  # the name's link syntax, escaped
+    appendix = (out / "appendix.md").read_text()  # the reporting appendix names every model too, and links nothing
+    assert not re.search(r"<[A-Za-z/!?]", appendix) and not re.search(r"(?<!\\)\]\(", appendix)
+    assert "&lt;img src=x onerror=alert(1)>\u2400Evil" in appendix and "[click me\\](javascript:alert(1))" in appendix
 
 
 def test_report_html_shows_names_as_text_and_links_nowhere_else(hostile_report):
@@ -417,7 +420,7 @@ def test_report_html_shows_names_as_text_and_links_nowhere_else(hostile_report):
         # within the page, the report's own pages, images inside it, the CSV files beside it, and the one http(s)
         # model URL of the sheet (its link, escaped; javascript: and data: URLs are never links)
         bad = [h for h in parser.hrefs if not (h.startswith("#") or h.startswith("data:image/") or h.endswith(".csv")
-                                               or h.split("#")[0] in pages
+                                               or h.split("#")[0] in pages or h == "appendix.md"
                                                or h == "https://example.org/ok%20%281%29")]
         assert bad == [], path
         text[path.name] = "".join(parser.text)

@@ -126,6 +126,27 @@ def test_example_report(example_run):
     assert "Careful-CXR (fictional)" in log
 
 
+def test_example_report_appendix(example_run):
+    """The reporting appendix beside the index: every configured metric with its version, the run's seed and
+    resamples, as the run's config (not the appendix) says."""
+    import re
+
+    import yaml
+
+    from radrank import metrics
+
+    config = yaml.safe_load((example_run / "config/config.yaml").read_text())
+    appendix = (example_run / "results/report/appendix.md").read_text()
+    for name in config["metrics"]:
+        version = metrics.get(name).identity(metrics.get(name).settings())["version"]
+        assert re.search(rf"^\| {name} \| {version} \| none \(no model weights\) \|", appendix, re.M), name
+    assert f"- **Resamples**: {config['bootstrap']['n']}\n" in appendix
+    assert f"- **Seed**: {config['bootstrap']['seed']}\n" in appendix
+    assert "| Careful-CXR (fictional) |" in appendix and "for the authors" in appendix
+    html = (example_run / "results/report/report.html").read_text()
+    assert '<section id="appendix">' in html and '<a href="appendix.md">' in html
+
+
 def test_provenance_in_outputs(example_run):
     from radrank.io import read_provenance
 

@@ -597,8 +597,9 @@ class Report(Job):
     """The report: its index page (report.html), one page per dataset × split beside it (:meth:`page_name`), its
     Markdown summary and its figures. Input: ``group0``, ``group1``, … (per dataset × split: :data:`GROUP_FILES`,
     then per model :data:`MODEL_FILES` and its score files), ``metaeval`` (one agreement table per set, in
-    :attr:`metaeval_sets` order). Output: ``html``, ``markdown``, ``figures`` (a folder) and ``pages`` (the group
-    pages in group order; by default :meth:`page_name` beside ``html``).
+    :attr:`metaeval_sets` order). Output: ``html``, ``markdown``, ``figures`` (a folder), ``pages`` (the group
+    pages in group order; by default :meth:`page_name` beside ``html``) and ``appendix`` (the reporting appendix in
+    Markdown; by default appendix.md beside ``html``, which links it by that name).
 
     ``processes``: how many groups are built at once, each in a process of its own (the rule's threads; not a
     param: the pages are the same bytes however many build them)."""
@@ -635,8 +636,10 @@ class Report(Job):
         import os
 
         folder = str(folder)
+        from radrank.report.appendix import APPENDIX
+
         return Files(markdown=os.path.join(folder, "report.md"), html=os.path.join(folder, "report.html"),
-                     figures=os.path.join(folder, "figures"),
+                     figures=os.path.join(folder, "figures"), appendix=os.path.join(folder, APPENDIX),
                      pages=[os.path.join(folder, self.page_name(d, s)) for d, s, *_ in self.groups])
 
     def layout(self, input) -> list:
@@ -668,6 +671,19 @@ class Report(Job):
             raise RuntimeError(f"the report's pages must be {wanted} (beside {output.html}), not {paths}")
         return paths
 
+    @staticmethod
+    def _appendix(output) -> str:
+        """The appendix's path: appendix.md beside the index, which links it by name."""
+        import os
+
+        from radrank.report.appendix import APPENDIX
+
+        wanted = os.path.join(os.path.dirname(str(output.html)), APPENDIX)
+        given = output.get("appendix") if isinstance(output, dict) else getattr(output, "appendix", None)
+        if given and os.path.normpath(str(given)) != os.path.normpath(wanted):
+            raise RuntimeError(f"the report's appendix must be {wanted} (beside {output.html}), not {given}")
+        return str(given or wanted)
+
     def write(self, layout: list, metaeval_paths, output):
         """The report of ``layout`` (:meth:`layout`) and the sets' agreement tables (``metaeval_paths``): each group's
         page (in ``processes`` processes at once), then the index and the summary."""
@@ -677,7 +693,7 @@ class Report(Job):
 
         from radrank.report import navigation, render_index
 
-        pages = self._pages(layout, output)
+        pages, appendix_path = self._pages(layout, output), self._appendix(output)
         folder = os.path.dirname(str(output.html))
         options = {"cases": self.cases, "level": float(self.bootstrap["level"]), "link_base": folder,
                    "nav": navigation([(e["dataset"], e["split"]) for e in layout]),
@@ -693,13 +709,14 @@ class Report(Job):
             group.html, group.figures = "", {}  # written: only the index's parts are kept
             rendered.append(group)
         metaeval = {name: pd.read_csv(path) for name, path in zip(self.metaeval_sets, metaeval_paths)}
-        markdown, html, figures = render_index(rendered, bootstrap=self.bootstrap,
-                                               empty_hypothesis=self.empty_hypothesis, metaeval=metaeval or None,
-                                               config_hash=self.config_hash)
+        markdown, html, figures, appendix = render_index(rendered, bootstrap=self.bootstrap,
+                                                         empty_hypothesis=self.empty_hypothesis,
+                                                         metaeval=metaeval or None, config_hash=self.config_hash)
         for name, svg in sorted(figures.items()):
             io.write_text(svg, os.path.join(str(output.figures), name))
         log.info("report: %d pages, %d figures, %.1f kB of index", len(pages), n_figures + len(figures),
                  len(html.encode()) / 1000)
+        io.write_text(appendix, appendix_path)
         io.write_text(html, output.html)
         io.write_text(markdown, output.markdown)
 

@@ -9,8 +9,9 @@ makes an error of criterion i, and
 for impression consistency, the organ named in the impression, the description
 of lesions, clinical history / comparison, completeness, grammar and medical
 terminology. The paper's own grading prompt is not public; the prompt below is
-radrank's (:data:`PROMPT_VERSION` names it in the cache key and provenance). It
-asks for one JSON object with a 0/1 flag per criterion and a short explanation.
+radrank's (:data:`PROMPT_VERSION` names it in the cache key and provenance, and
+:func:`prompt_sha256` digests its template there). It asks for one JSON object
+with a 0/1 flag per criterion and a short explanation.
 
 Parser: the last JSON object in the answer (code fences allowed) that has all
 seven keys; each flag must be 0/1 (also true/false, "yes"/"no", "0"/"1").
@@ -38,6 +39,7 @@ flags, 1 = error), ``mrscore_rubric_analysis`` (the raw answer),
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -146,6 +148,12 @@ def build_prompt(reference: str, hypothesis: str, max_report_words: int | None =
         "Answer with one JSON object and nothing else, with exactly these keys and 0 or 1 for each criterion, "
         f"plus a one-sentence explanation, for example:\n{example}"
     )
+
+
+def prompt_sha256() -> str:
+    """sha256 of the prompt's template: :func:`build_prompt` with ``{reference}`` and ``{hypothesis}`` in the reports'
+    places, uncut (the reporting appendix shows it beside :data:`PROMPT_VERSION`)."""
+    return hashlib.sha256(build_prompt("{reference}", "{hypothesis}", None).encode("utf-8")).hexdigest()
 
 
 # --- parsing ----------------------------------------------------------------------------------------------------
@@ -375,6 +383,7 @@ class MRScoreRubric(engine.JudgeMetric):
         generator, prov, to_request = make_generator(s, runtime, self.weights(s)[0] if self.weights(s) else None,
                                                      runtime.supply(self.name))
         prov["prompt"] = PROMPT_VERSION
+        prov["prompt_sha256"] = prompt_sha256()
         prov["verdict"] = s.verdict
         requests = [to_request(build_prompt(r, h, s.max_report_words))
                     for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]

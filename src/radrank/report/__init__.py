@@ -1,5 +1,5 @@
 """The report people open first: results/report/report.html, one page per dataset × split beside it,
-and a Markdown summary (report.md).
+a Markdown summary (report.md) and the reporting appendix in Markdown (appendix.md).
 
 Every page is self-contained — inline SVG figures (matplotlib), inline style and one small script, a
 content security policy that forbids every fetch — so it works offline, and is byte-identical on rerun.
@@ -7,7 +7,8 @@ content security policy that forbids every fetch — so it works offline, and is
 **report.html** (the index): how the numbers are made; per dataset × split its leaderboard at a glance
 (the first ranked models and any the leaderboard does not rank, the rank metric with its interval) and
 a link to its page; the meta-evaluation section (when given); the provenance of the statistics and
-metrics.
+metrics; the reporting appendix (:mod:`radrank.report.appendix`: what the run answers of TRIPOD-LLM and
+CLAIM 2024, the rest left for the authors).
 
 **<dataset>_<split>.html** (:func:`page_name`), one per dataset × split:
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from radrank.report import sections
+from radrank.report import appendix, sections
 from radrank.report.data import Group, load_group
 from radrank.report.page import esc, md_text, shell, slug, visible
 
@@ -63,6 +64,7 @@ class GroupPage:
     stats_row: list
     metric_rows: dict
     log: str = ""  # a line for the job's log
+    facts: appendix.GroupFacts | None = None  # its part of the reporting appendix
 
     @property
     def title(self) -> str:
@@ -80,12 +82,14 @@ class GroupPage:
 
 @dataclass
 class Rendered:
-    """The whole report: report.md, report.html (the index), the group pages by file name, every figure."""
+    """The whole report: report.md, report.html (the index), the group pages by file name, every figure, and the
+    reporting appendix in Markdown (appendix.md)."""
 
     markdown: str
     html: str
     pages: dict = field(default_factory=dict)
     figures: dict = field(default_factory=dict)
+    appendix: str = ""
 
 
 def _intro(bootstrap: dict, empty_hypothesis: str) -> str:
@@ -154,7 +158,8 @@ def render_group(group: Group, *, level: float, n_cases: int = 5, link_base: str
                      figures={name: visible(svg) for name, svg in part.figures.items()},
                      markdown=part.markdown, glance_parts=_glance(group, page),
                      overview=[len(group.order), str(board["Ranked by"].iloc[0]), "; ".join(best)],
-                     rank_leaf=group.rank_leaf, stats_row=stats_row, metric_rows=metric_rows, log=log)
+                     rank_leaf=group.rank_leaf, stats_row=stats_row, metric_rows=metric_rows, log=log,
+                     facts=appendix.group_facts(group))
 
 
 def build_group(entry: dict, options: dict) -> GroupPage:
@@ -168,7 +173,9 @@ def build_group(entry: dict, options: dict) -> GroupPage:
 
 def render_index(pages: list, *, bootstrap: dict, empty_hypothesis: str, metaeval: dict | None = None,
                  config_hash: str | None = None):
-    """(markdown, index html, figures) over the rendered groups (:class:`GroupPage`, in page order).
+    """(markdown, index html, figures, appendix markdown) over the rendered groups (:class:`GroupPage`, in page
+    order). The index ends with the reporting appendix (:mod:`radrank.report.appendix`), whose Markdown is written
+    beside it as :data:`radrank.report.appendix.APPENDIX`.
 
     ``bootstrap``: the config's ``n``, ``seed`` and ``level``. ``figures`` maps a relative file name
     (``metaeval/{set}/agreement.svg``) to the SVG text inlined in the index; each group's figures are in its
@@ -203,6 +210,9 @@ def render_index(pages: list, *, bootstrap: dict, empty_hypothesis: str, metaeva
         for key, files in p.metric_rows.items():
             metric_rows.setdefault(key, []).extend(files)
     parts.append(sections.provenance_part([p.stats_row for p in pages], metric_rows))
+    facts = appendix.gather([p.facts for p in pages], bootstrap=bootstrap, empty_hypothesis=empty_hypothesis,
+                            config_hash=config_hash)
+    parts.append(sections.Part(html=[appendix.html(facts)], toc=appendix.toc(facts)))
 
     # The ranking sentence once: when every leaderboard is ranked alike, one line under the overview says it
     # (not a column repeating it in each row, and again above each table at a glance)
@@ -237,7 +247,8 @@ def render_index(pages: list, *, bootstrap: dict, empty_hypothesis: str, metaeva
                 "The full report is report.html beside this file: each leaderboard at a glance, the meta-evaluation "
                 "and the provenance, and one page per dataset × split (" + md_text(", ".join(p.page for p in pages))
                 + ") with its plots, rank distributions, every pairwise comparison, the worst and best cases per "
-                "model, the drop lists and its provenance.", ""]
+                "model, the drop lists and its provenance. The reporting appendix (data, metrics, statistics, "
+                f"failures and software, under the items of TRIPOD-LLM and CLAIM 2024) is {appendix.APPENDIX}.", ""]
     for p in pages:
         markdown += p.markdown
     for part in parts:
@@ -245,7 +256,8 @@ def render_index(pages: list, *, bootstrap: dict, empty_hypothesis: str, metaeva
     # Texts were escaped where they were placed; this last pass keeps any control character that came in some
     # other way (a figure's label, a judge's answer) out of every file (radrank.report.page.visible).
     figures = {name: visible(svg) for part in parts for name, svg in part.figures.items()}
-    return visible("\n".join(markdown).rstrip() + "\n"), visible(shell("radrank report", toc, body)), figures
+    return (visible("\n".join(markdown).rstrip() + "\n"), visible(shell("radrank report", toc, body)), figures,
+            visible(appendix.markdown(facts)))
 
 
 def navigation(groups) -> list:
@@ -261,8 +273,9 @@ def render_report(groups: list, *, bootstrap: dict, empty_hypothesis: str, cases
     nav = navigation([(g.dataset, g.split) for g in groups])
     pages = [render_group(g, level=float(bootstrap["level"]), n_cases=cases, link_base=link_base, nav=nav,
                           metaeval=bool(metaeval), config_hash=config_hash) for g in groups]
-    markdown, html, figures = render_index(pages, bootstrap=bootstrap, empty_hypothesis=empty_hypothesis,
-                                           metaeval=metaeval, config_hash=config_hash)
+    markdown, html, figures, appendix_md = render_index(pages, bootstrap=bootstrap, empty_hypothesis=empty_hypothesis,
+                                                        metaeval=metaeval, config_hash=config_hash)
     for p in pages:
         figures.update(p.figures)
-    return Rendered(markdown=markdown, html=html, pages={p.page: p.html for p in pages}, figures=figures)
+    return Rendered(markdown=markdown, html=html, pages={p.page: p.html for p in pages}, figures=figures,
+                    appendix=appendix_md)
