@@ -227,6 +227,9 @@ def _score_columns(metric: str, quality, rng, pairs):
     else:
         for c in spec.columns:
             cols[c] = noisy()
+        if spec.failures is not None:  # a judge's failure kind is a word, its attempts a count
+            cols[spec.failures.kind_column] = [""] * n
+            cols[spec.failures.attempts_column] = np.ones(n, dtype="int64")
     return {c: cols[c] for c in spec.columns}
 
 

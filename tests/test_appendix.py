@@ -133,16 +133,20 @@ def test_failures_count_the_unscored_cases_of_the_score_files(layout, facts, wri
     for entry in layout:
         for model, files in entry["models"].items():
             scores = pd.read_parquet(files["scores"]["green"])
-            expected[entry["split"], model] = (int(scores["green"].isna().sum()), int(scores["green_unparsed"].sum()))
-    got = {(x.split, x.model): (x.unscored, dict(x.counts).get("GREEN unparsed"))
+            expected[entry["split"], model] = (int(scores["green"].isna().sum()), int(scores["green_unparsed"].sum()),
+                                               int((scores["green_attempts"] > 1).sum()))
+    got = {(x.split, x.model): (x.unscored, dict(x.counts).get("GREEN unparsed"), dict(x.counts).get("GREEN retried"))
            for x in facts.failures if x.metric == "green"}
     assert got == expected
-    assert any(u for u, _ in expected.values())  # the fixture has unparsed answers
+    assert any(u for u, _, _ in expected.values())  # the fixture has unparsed answers
     md = _section((written / "appendix.md").read_text(), "Failures")
-    for (split, model), (unscored, unparsed) in expected.items():
+    for (split, model), (unscored, unparsed, retried) in expected.items():
         if unscored:
-            name = pd.read_csv(layout[SPLITS.index(split)]["leaderboard"]).set_index("model").loc[model, "Model Name"]
-            assert f"| synthetic / {split} | green | {name} | 40 | {unscored} | GREEN unparsed {unparsed} |" in md
+            board = pd.read_csv(layout[SPLITS.index(split)]["leaderboard"]).set_index("model")
+            name, policy = board.loc[model, "Model Name"], board.loc[model, "Failure policy"]
+            policy = policy if isinstance(policy, str) and policy else "—"
+            assert (f"| synthetic / {split} | green | {name} | 40 | {unscored} | GREEN unparsed {unparsed}; "
+                    f"GREEN retried {retried} | {policy} |") in md
     assert "| bleu2 |" not in md  # every case scored
 
 

@@ -92,6 +92,7 @@ class Failure:
     cases: int  # cases with a row in the score file
     unscored: int | None  # of those, without a value (None: the metric has no per-sample value)
     counts: tuple  # (count leaf label, count), e.g. ("GREEN unparsed", 3)
+    policy: str = ""  # an LLM judge: its ranks with failures excluded / worst / best when a policy flips them
 
 
 @dataclass(frozen=True)
@@ -243,6 +244,21 @@ def _board_value(board, model, column):
     return rows.iloc[0] if len(rows) else None
 
 
+def _judge_failures(board, accounting, model: str) -> tuple[tuple, str]:
+    """An LLM judge's failure kinds and retries of ``model`` from the leaderboard's columns
+    (:mod:`radrank.stats.failures`), and the sentence of a failure policy that flips its rank ("" if none)."""
+    from radrank.leaderboard import FAILURE_COLUMNS
+
+    if accounting is None or board is None:
+        return (), ""
+    kinds = [k for k in FAILURE_COLUMNS if k not in ("judged", "failed", "failed share")]
+    counts = tuple((f"{accounting.label} {k}", _int(_board_value(board, model, f"{accounting.label} {k}")))
+                   for k in kinds if f"{accounting.label} {k}" in board.columns)
+    flips = _text(_board_value(board, model, "Failure policy")) if "Failure policy" in board.columns else ""
+    policy = "; ".join(p for p in flips.split("; ") if p.startswith(f"{accounting.label} rank "))
+    return counts, policy
+
+
 def failures_of(group: Group) -> tuple:
     """Per (metric, model): the cases its score file holds, how many have no value of the metric's first
     per-sample column, and its count leaves' estimates (e.g. GREEN unparsed) from the statistics summary. The
@@ -260,8 +276,11 @@ def failures_of(group: Group) -> tuple:
                         if first is not None and first in rows.columns else None)
             counts = tuple((leaf.label, _int(estimates[model, leaf.name])) for leaf in count_leaves
                            if (model, leaf.name) in estimates)
+            judge, policy = _judge_failures(group.board, metrics.get(metric).failures, model)
+            judge = tuple(c for c in judge if c[0] not in {label for label, _ in counts})  # a count leaf already
             out.append(Failure(dataset=group.dataset, split=group.split, metric=metric, model=model,
-                               name=group.names[model], cases=len(rows), unscored=unscored, counts=counts))
+                               name=group.names[model], cases=len(rows), unscored=unscored, counts=counts + judge,
+                               policy=policy))
     return tuple(out)
 
 
@@ -408,10 +427,11 @@ def _prompt_table(a: Appendix) -> tuple:
 
 def _failure_table(a: Appendix) -> tuple:
     rows = [[f"{x.dataset} / {x.split}", x.metric, x.name, str(x.cases), count(x.unscored),
-             "; ".join(f"{label} {count(n)}" for label, n in x.counts) or MISSING]
+             "; ".join(f"{label} {count(n)}" for label, n in x.counts if (n or 0) > 0) or MISSING,
+             x.policy or MISSING]
             for x in a.failures if (x.unscored or 0) > 0 or any((n or 0) > 0 for _, n in x.counts)]
-    return (("Unscored cases", ["Dataset / split", "Metric", "Model", "Cases", "Unscored", "Counted failures"],
-             rows),)
+    return (("Unscored cases", ["Dataset / split", "Metric", "Model", "Cases", "Unscored", "Counted failures",
+                                "Failure policy"], rows),)
 
 
 # (topic, TRIPOD-LLM topic, CLAIM 2024 topic; — where neither names it): what the authors must write themselves
