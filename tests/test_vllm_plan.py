@@ -103,10 +103,10 @@ def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):
     reference("numpy")
     if __import__("importlib").util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")
-    from radrank import engine
+    from radrank.runtime import generators
 
     with pytest.raises(ConfigError, match="vllm environment"):
-        engine.vllm_engine_args(tmp_path, metrics.get("green").settings({"backend": "vllm"}))
+        generators.vllm_engine_args(tmp_path, metrics.get("green").settings({"backend": "vllm"}))
 
 
 @pytest.mark.parametrize("backbone, why", [("maira2", "RAD-DINO"), ("chexagent2", "trust_remote_code"),

@@ -98,7 +98,7 @@ MODEL_IMPLS = ("auto", "vllm", "transformers")
 DEFAULT_SAMPLES_PER_CALL = 8  # a generation job's samples per generator call when nothing else says
 
 # The vLLM engine's settings of a backbone vLLM can serve (SPEC.vllm), with defaults for image prompts; the
-# judges' are radrank.engine.VLLMSettings. Only backend vllm reads them (radrank.backbones.vllm_recipe).
+# judges' are radrank.runtime.generators.VLLMSettings. Only backend vllm reads them (radrank.backbones.vllm_recipe).
 VLLM_GENERATION_SETTINGS = {
     "backend": "hf",  # hf (transformers generate) or vllm
     "max_model_len": 8192,  # prompt (instruction + every image's tokens) + answer, per sequence
@@ -112,7 +112,7 @@ VLLM_GENERATION_SETTINGS = {
 }
 
 # Settings that change only speed, memory or placement, never a generated report (as the judges' speed settings,
-# radrank.engine.JudgeSettings / VLLMSettings): a generation job's identity leaves them out, so changing one
+# radrank.metrics.judge.JudgeSettings / VLLMSettings): a generation job's identity leaves them out, so changing one
 # reruns no shard.
 SPEED_SETTINGS = ("device", "batch_size", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs",
                   "enforce_eager", "cpu_kv_cache_gb")

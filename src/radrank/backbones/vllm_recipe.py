@@ -25,7 +25,7 @@ on tiny random Gemma 3 models.
   ``max_images`` (else ``vllm_max_images``) images per prompt; a sample with
   more images fails with a message naming the setting.
 * Settings besides the backbone's own: :data:`radrank.backbones.base.VLLM_GENERATION_SETTINGS`
-  (vLLM's engine settings as the judges have them, :class:`radrank.engine.VLLMSettings`,
+  (vLLM's engine settings as the judges have them, :class:`radrank.runtime.generators.VLLMSettings`,
   with defaults for image prompts), checked with the backbone's settings when the workflow
   loads; the engine arguments come from :func:`radrank.runtime.loaders.vllm_args`, as the
   judges' do.
