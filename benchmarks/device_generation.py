@@ -143,7 +143,7 @@ def measure_hf(args, model_dir, samples, indications, batch_sizes, max_new) -> d
         f"{sum(p.numel() for p in gen.model.parameters()) / 1e9:.2f} B parameters")
 
     # warm-up (CUDA context, kernels), not timed
-    recipe.settings["batch_size"] = batch_sizes[0]
+    recipe.settings = recipe.settings.replace(batch_size=batch_sizes[0])
     t = time.perf_counter()
     gen(samples[: min(2, len(samples))], indications[: min(2, len(samples))])
     sync(device)
@@ -151,7 +151,7 @@ def measure_hf(args, model_dir, samples, indications, batch_sizes, max_new) -> d
 
     results = []
     for bs in batch_sizes:
-        recipe.settings["batch_size"] = bs
+        recipe.settings = recipe.settings.replace(batch_size=bs)
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         sync(device)

@@ -154,7 +154,7 @@ def prompts(n: int, length: int, vocab: int, seed: int, jitter: int = 0):
 
 
 def generator(model, device, batch, new_tokens, static):
-    from radrank.engine import LocalGenerator
+    from radrank.runtime.generators import LocalGenerator
 
     return LocalGenerator(model, None, identity={"model": "random", "revision": "bench"}, device=device,
                           batch_size=batch, max_new_tokens=new_tokens, static_cache=static,

@@ -7,8 +7,8 @@ src/radrank/envs.py build vllm``), on one GPU, random weights (no download):
    prompts, 256 new tokens (every answer forced to full length), ``--green-pairs``:
    * HF eager ``generate`` at batch 8 (the anchors' default; ``--eager-batches`` batches);
    * radrank's HF engine (static KV cache, compiled decoding), batch ``--green-batch``;
-   * vLLM through radrank's :class:`~radrank.engine.VLLMGenerator` (the engine
-     arguments from :func:`radrank.engine.vllm_engine_args`, ``load_format="dummy"``).
+   * vLLM through radrank's :class:`~radrank.runtime.generators.VLLMGenerator` (the engine
+     arguments from :func:`radrank.runtime.generators.vllm_engine_args`, ``load_format="dummy"``).
 2. **CRIMSON shape** — Gemma-3 4B text config, bf16, ~2,000-token prompts, 600 new
    tokens: radrank's HF engine (batch ``--crimson-batch``) and vLLM. HF eager batch 1
    is left out by default (≈62 s per pair on the H200; ``--crimson-eager`` adds it).
@@ -69,25 +69,24 @@ def tiny_configs():
 
 def run_vllm(config, architecture, ids, new_tokens, dtype_name, args, what):
     """vLLM on a random-weight model of ``config`` (load_format dummy), every answer full length."""
-    from radrank import engine
-    from radrank.runtime import loaders
+    from radrank.runtime import generators, loaders
 
     with tempfile.TemporaryDirectory() as tmp:
         config.architectures = [architecture]  # what vLLM reads to pick its model class
         config.save_pretrained(tmp)  # config.json only: vLLM's dummy loader makes the weights
-        settings = engine.VLLMSettings.build({
+        settings = generators.VLLMSettings.build({
             "max_model_len": max(len(x) for x in ids) + new_tokens + 8,
             "gpu_memory_utilization": args.gpu_memory_utilization, "max_num_seqs": args.max_num_seqs,
             "tensor_parallel_size": 1, "cpu_kv_cache_gb": 1.0})
-        eng_args = engine.vllm_engine_args(tmp, settings, cuda_dtype=dtype_name, dtype_setting=dtype_name)
+        eng_args = generators.vllm_engine_args(tmp, settings, cuda_dtype=dtype_name, dtype_setting=dtype_name)
         eng_args["load_format"] = "dummy"
         t = time.perf_counter()
         llm = loaders.start_vllm(eng_args)
         start_s = time.perf_counter() - t
         log(f"{what}: vLLM engine started in {start_s:.1f} s ({loaders.vllm_version()})")
         eos = config.eos_token_id if isinstance(config.eos_token_id, list) else [config.eos_token_id]
-        gen = engine.VLLMGenerator(llm, None, identity={"model": "random"}, eos_token_ids=eos,
-                                   max_new_tokens=new_tokens, min_new_tokens=new_tokens)
+        gen = generators.VLLMGenerator(llm, None, identity={"model": "random"}, eos_token_ids=eos,
+                                       max_new_tokens=new_tokens, min_new_tokens=new_tokens)
         warm = ids[:min(len(ids), 8)]
         t = time.perf_counter()
         gen.generate_ids(warm)

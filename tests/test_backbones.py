@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 
 from radrank import backbones, runtime
-from radrank.backbones.base import (BackboneSpec, CheckedGenerator, Recipe, accepts_indications, as_answerer,
-                                    as_generator, check_outputs, indication_text)
+from radrank.backbones.base import (Backbone, BackboneSettings, CheckedGenerator, Recipe, accepts_indications,
+                                    as_answerer, as_generator, check_outputs, indication_text)
 from radrank.datasets.base import indication_of
 from radrank.errors import ConfigError, MissingWeightsError
+from radrank.settings import field_specs
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIREMENTS = ROOT / "envs" / "requirements"
-ENTRY = "config 'generation' entry 0 ('mg').settings"  # a `where` as the workflow names a generation entry
+ENTRY = "generation[0].settings"  # a `where` as the workflow names a generation entry's settings
 AT = re.escape(ENTRY)
 
 
@@ -50,47 +50,37 @@ def _model_dir(path: Path, **config) -> Path:
     return path
 
 
-# --- registry ---------------------------------------------------------------------------------------
+# --- registry (each backbone's declaration and settings checks: tests/test_backbone_contract.py) ----------
 
 
-def test_registry_lists_the_four_backbones():
-    assert backbones.names() == ["medgemma", "maira2", "chexagent2", "llava_rad"]
+def test_registry_names_each_backbone_object():
+    assert [backbones.get(n).name for n in backbones.names()] == backbones.names()
     with pytest.raises(KeyError, match="unknown backbone 'nope'"):
         backbones.get("nope")
 
 
 @pytest.mark.parametrize("name", backbones.names())
-def test_spec_declares_env_model_resources_and_settings(name):
-    spec = backbones.get(name)
-    assert isinstance(spec, BackboneSpec) and spec.name == name
-    assert spec.env.startswith("gen-") and (REQUIREMENTS / f"{spec.env}.in").is_file()
-    assert spec.resources.gpu == 1
-    assert spec.settings["model"] == spec.model
+def test_backbone_answers_the_workflows_questions(name):
+    b = backbones.get(name)
+    assert isinstance(b, Backbone) and callable(b.load)
+    assert b.family.startswith("gen-") and b.default_resources.gpu == 1
     for key in ("model", "revision", "dtype", "device", "batch_size", "max_new_tokens", "use_indication"):
-        assert key in spec.settings, key
-    assert "report" in spec.tasks and set(spec.tasks) <= {"report", "vqa"}
-    assert callable(backbones.REGISTRY.module(name).load)
-    assert backbones.settings(name, {}) == spec.settings  # every default passes its own checks
+        assert key in field_specs(b.Settings), key
 
 
-def test_declared_models_tasks_and_remote_code():
-    got = {n: (backbones.get(n).model, backbones.get(n).tasks, backbones.get(n).remote_code, backbones.get(n).inputs)
-           for n in backbones.names()}
-    assert got == {
-        "medgemma": ("google/medgemma-4b-it", ("report", "vqa"), False, "pil"),
-        "maira2": ("microsoft/maira-2", ("report",), True, "pil"),
-        "chexagent2": ("StanfordAIMI/CheXagent-2-3b", ("report", "vqa"), True, "paths"),
-        "llava_rad": ("microsoft/llava-rad", ("report",), False, "pil"),
-    }
-    maira = backbones.get("maira2").settings
-    assert maira["max_new_tokens"] == 300 and maira["use_indication"] is True
-    assert backbones.get("llava_rad").settings["model_base"] == "lmsys/vicuna-7b-v1.5"
-    assert backbones.get("llava_rad").settings["max_new_tokens"] == 256
+def test_declared_defaults():
+    maira = backbones.get("maira2").settings({})
+    assert maira.max_new_tokens == 300 and maira.use_indication is True
+    llava = backbones.get("llava_rad").settings({})
+    assert (llava.model_base, llava.max_new_tokens, llava.dtype) == ("lmsys/vicuna-7b-v1.5", 256, "fp16")
+    medgemma = backbones.get("medgemma").settings({})
+    assert (medgemma.max_new_tokens, medgemma.vqa_max_new_tokens, medgemma.backend) == (300, 64, "hf")
 
 
 def test_importing_the_registry_and_asking_it_imports_no_torch():
     code = ("import sys, radrank.backbones as b\n"
-            "[(b.get(n), b.settings(n, {}), b.env(n, {}), b.gpus(n, {}), b.weights(n, {}, 'w')) for n in b.names()]\n"
+            "[(b.get(n).settings({}), b.get(n).env({}), b.get(n).gpus({}), b.get(n).weights({}),\n"
+            "  b.get(n).identity({})) for n in b.names()]\n"
             "heavy = ('torch', 'transformers', 'PIL', 'monai', 'vllm', 'huggingface_hub')\n"
             "bad = [m for m in heavy if m in sys.modules]\n"
             "print(bad)")
@@ -103,86 +93,94 @@ def test_importing_the_registry_and_asking_it_imports_no_torch():
 # --- what the workflow asks of a generation entry ------------------------------------------------------
 
 
-def test_settings_merge_the_defaults_and_leave_the_values_alone():
+def test_settings_are_the_defaults_with_the_values_and_leave_the_values_alone():
     values = {"batch_size": 2}
-    merged = backbones.settings("medgemma", values, ENTRY)
-    assert merged == {**backbones.get("medgemma").settings, "batch_size": 2}
+    medgemma = backbones.get("medgemma")
+    s = medgemma.settings(values, ENTRY)
+    assert s == medgemma.Settings(batch_size=2) and s.as_dict() == {**medgemma.settings({}).as_dict(), "batch_size": 2}
     assert values == {"batch_size": 2}
-    assert "backend" not in backbones.settings("maira2", {"backend": "hf"})  # hf: its one backend
+    assert "backend" not in backbones.get("maira2").settings({"backend": "hf"}).as_dict()  # hf: its one backend
 
 
 @pytest.mark.parametrize("values, message", [
-    ({"temperature": 0.7}, r"no setting\(s\) \['temperature'\] \(" + AT + r"\.temperature\)"),
-    ({"batch_size": 0}, AT + r"\.batch_size must be a positive integer, not 0"),
-    ({"max_new_tokens": "many"}, AT + r"\.max_new_tokens must be a positive integer"),
-    ({"max_images": 0}, AT + r"\.max_images must be a positive integer or null"),
-    ({"use_indication": "yes please"}, AT + r"\.use_indication must be true or false, not 'yes please'"),
-    ({"report_prompt": 3}, AT + r"\.report_prompt must be a string"),
-    ({"revision": 7}, AT + r"\.revision must be a string or null"),
-    ({"gpu_memory_utilization": "most"}, AT + r"\.gpu_memory_utilization must be a number"),
-    ({"enforce_eager": "sometimes"}, AT + r"\.enforce_eager must be auto, true or false"),
-    ({"model": ""}, AT + r"\.model is empty"),
-    ({"dtype": "fp8"}, AT + r"\.dtype must be auto, fp32, bf16 or fp16"),
+    ({"temperature": 0.7}, AT + r"\.temperature: no such setting"),
+    ({"batch_size": 0}, AT + r"\.batch_size: 0 is below the minimum 1"),
+    ({"max_new_tokens": "many"}, AT + r"\.max_new_tokens: 'many' is not allowed; expected an integer"),
+    ({"max_images": 0}, AT + r"\.max_images: 0 is below the minimum 1"),
+    ({"use_indication": "yes please"}, AT + r"\.use_indication: 'yes please' is not allowed; expected true or false"),
+    ({"report_prompt": 3}, AT + r"\.report_prompt: 3 is not allowed; expected a string"),
+    ({"revision": 7}, AT + r"\.revision: 7 is not allowed; expected a string or null"),
+    ({"gpu_memory_utilization": "most"}, AT + r"\.gpu_memory_utilization: 'most' is not allowed; expected a number"),
+    ({"enforce_eager": "sometimes"}, AT + r"\.enforce_eager: 'sometimes' is not allowed; expected 'auto' or true"),
+    ({"model": ""}, AT + r"\.model: is empty"),
+    ({"dtype": "fp8"}, AT + r"\.dtype: 'fp8' is not allowed; expected 'auto' or 'fp32'"),
     ({"device": "gpu0"}, AT + r"\.device: 'gpu0' is not a device"),
-    ({"backend": "tgi"}, AT + r"\.backend must be one of \['hf', 'vllm'\]"),
-    ({"model_impl": "sglang"}, AT + r"\.model_impl must be one of"),
-    ({"backend": "vllm", "tensor_parallel_size": 0}, AT + r"\.tensor_parallel_size must be a positive integer"),
+    ({"backend": "tgi"}, AT + r"\.backend: 'tgi' is not allowed; expected 'hf' or 'vllm'"),
+    ({"model_impl": "sglang"}, AT + r"\.model_impl: 'sglang' is not allowed"),
+    ({"backend": "vllm", "tensor_parallel_size": 0}, AT + r"\.tensor_parallel_size: 0 is below the minimum 1"),
 ])
 def test_settings_errors_name_the_key_where_the_config_has_it(values, message):
     with pytest.raises(ConfigError, match=message):
-        backbones.settings("medgemma", values, ENTRY)
+        backbones.get("medgemma").settings(values, ENTRY)
 
 
 def test_settings_default_to_naming_backbone_settings_and_check_each_backbones_rules():
-    with pytest.raises(ConfigError, match=r"backbone_settings\.medgemma\.batch_size must be a positive integer"):
-        backbones.settings("medgemma", {"batch_size": -1})
+    with pytest.raises(ConfigError, match=r"config backbone_settings\.medgemma\.batch_size: -1 is below the minimum"):
+        backbones.get("medgemma").settings({"batch_size": -1})
     with pytest.raises(ConfigError, match=r"backbone 'maira2' cannot run on vLLM: .*RAD-DINO.*"
                                           + AT + r"\.backend"):
-        backbones.settings("maira2", {"backend": "vllm"}, ENTRY)
-    with pytest.raises(ConfigError, match=AT + r"\.recipe must be one of \['regions', 'single'\], not 'abcde'"):
-        backbones.settings("chexagent2", {"recipe": "abcde"}, ENTRY)
-    with pytest.raises(ConfigError, match=AT + r"\.regions is empty"):
-        backbones.settings("chexagent2", {"regions": []}, ENTRY)
-    assert backbones.settings("chexagent2", {"recipe": "single", "regions": []})["regions"] == []
-    with pytest.raises(ConfigError, match=AT + r"\.model_base is empty"):
-        backbones.settings("llava_rad", {"model_base": ""}, ENTRY)
+        backbones.get("maira2").settings({"backend": "vllm"}, ENTRY)
+    chexagent2 = backbones.get("chexagent2")
+    with pytest.raises(ConfigError, match=AT + r"\.recipe: 'abcde' is not allowed; expected 'regions' or 'single'"):
+        chexagent2.settings({"recipe": "abcde"}, ENTRY)
+    with pytest.raises(ConfigError, match=AT + r"\.regions: is empty"):
+        chexagent2.settings({"regions": []}, ENTRY)
+    assert chexagent2.settings({"recipe": "single", "regions": []}).regions == ()
+    with pytest.raises(ConfigError, match=AT + r"\.model_base: is empty"):
+        backbones.get("llava_rad").settings({"model_base": ""}, ENTRY)
 
 
 def test_env_is_the_backbones_family_or_vllm():
-    assert backbones.env("medgemma", {}) == "gen-medgemma"
-    assert backbones.env("medgemma", {"backend": "hf"}) == "gen-medgemma"
-    assert backbones.env("medgemma", backbones.settings("medgemma", {"backend": "vllm"})) == "vllm"
-    assert backbones.env("llava_rad", {}) == "gen-llavarad"
-    assert backbones.env("maira2", {"backend": "hf"}) == "gen-maira2"
+    medgemma = backbones.get("medgemma")
+    assert medgemma.env({}) == "gen-medgemma"
+    assert medgemma.env({"backend": "hf"}) == "gen-medgemma"
+    assert medgemma.env(medgemma.settings({"backend": "vllm"})) == "vllm"
+    assert backbones.get("llava_rad").env({}) == "gen-llavarad"
+    assert backbones.get("maira2").env({"backend": "hf"}) == "gen-maira2"
 
 
 def test_gpus_are_tensor_parallel_size_on_vllm_only():
-    assert backbones.gpus("medgemma", {}) == 1
-    assert backbones.gpus("medgemma", {"backend": "vllm", "tensor_parallel_size": 4}) == 4
-    assert backbones.gpus("medgemma", {"backend": "hf", "tensor_parallel_size": 4}) == 1
-    assert backbones.gpus("chexagent2", backbones.settings("chexagent2", {})) == 1
+    medgemma = backbones.get("medgemma")
+    assert medgemma.gpus({}) == 1
+    assert medgemma.gpus({"backend": "vllm", "tensor_parallel_size": 4}) == 4
+    assert medgemma.gpus({"backend": "hf", "tensor_parallel_size": 4}) == 1
+    assert backbones.get("chexagent2").gpus(backbones.get("chexagent2").settings({})) == 1
 
 
 def test_samples_per_call():
-    vllm = backbones.settings("medgemma", {"backend": "vllm"})
-    assert backbones.samples_per_call("medgemma", {}, None) == 8
-    assert backbones.samples_per_call("medgemma", {}, 3) == 3
-    assert backbones.samples_per_call("medgemma", vllm, None) == 256  # vLLM's continuous batch, by default
-    assert backbones.samples_per_call("medgemma", {**vllm, "max_num_seqs": 64}, None) == 64
-    assert backbones.samples_per_call("medgemma", {"backend": "vllm"}, None) == 256  # configured values only
-    assert backbones.samples_per_call("medgemma", vllm, 5) == 5
-    assert backbones.samples_per_call("maira2", backbones.settings("maira2", {}), None) == 8
+    medgemma = backbones.get("medgemma")
+    vllm = medgemma.settings({"backend": "vllm"})
+    assert medgemma.samples_per_call({}, None) == 8
+    assert medgemma.samples_per_call({}, 3) == 3
+    assert medgemma.samples_per_call(vllm, None) == 256  # vLLM's continuous batch, by default
+    assert medgemma.samples_per_call(vllm.replace(max_num_seqs=64), None) == 64
+    assert medgemma.samples_per_call({"backend": "vllm"}, None) == 256
+    assert medgemma.samples_per_call(vllm, 5) == 5
+    assert backbones.get("maira2").samples_per_call(backbones.get("maira2").settings({}), None) == 8
 
 
 def test_weights_name_the_entry_and_each_model_setting():
     where = "config 'generation' entry for 'mg' on 'iu': backbone 'medgemma'"
-    (ref,) = backbones.weights("medgemma", backbones.settings("medgemma", {"revision": "abc123"}), where)
+    medgemma = backbones.get("medgemma")
+    (ref,) = medgemma.weights(medgemma.settings({"revision": "abc123"}), where, "settings")
     assert (ref.owner, ref.key, ref.ref, ref.need, ref.revision) == (where, "settings.model", "google/medgemma-4b-it",
                                                                        "config", "abc123")
-    model, base = backbones.weights("llava_rad", {"model": "/models/llava-rad"}, "entry", "generation[2].settings")
+    model, base = backbones.get("llava_rad").weights({"model": "/models/llava-rad"}, "entry", "generation[2].settings")
     assert (model.ref, model.key, base.ref, base.key) == ("/models/llava-rad", "generation[2].settings.model",
                                                            "lmsys/vicuna-7b-v1.5", "generation[2].settings.model_base")
     assert base.revision is None  # the hub revision is the LoRA's
+    (own,) = medgemma.weights({})
+    assert (own.owner, own.key) == ("backbone 'medgemma'", "backbone_settings.medgemma.model")
 
 
 def test_weights_feed_the_load_time_check(tmp_path, monkeypatch, no_torch_no_network):
@@ -190,14 +188,14 @@ def test_weights_feed_the_load_time_check(tmp_path, monkeypatch, no_torch_no_net
     for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
         monkeypatch.delenv(var, raising=False)
     where = "config 'generation' entry for 'mg' on 'iu': backbone 'medgemma'"
-    (ref,) = backbones.weights("medgemma", {}, where)
+    (ref,) = backbones.get("medgemma").weights({}, where, "settings")
     why = runtime.available(ref)
     assert why is not None and "not in the Hugging Face cache" in why
     message = str(ref.missing(why))
     assert message.startswith(f"{where}: model 'google/medgemma-4b-it' is not available locally")
     assert "Point config settings.model at a local copy" in message and "hf download google/medgemma-4b-it" in message
     here = _model_dir(tmp_path / "medgemma")
-    assert [runtime.available(r) for r in backbones.weights("medgemma", {"model": str(here)}, where)] == [None]
+    assert [runtime.available(r) for r in backbones.get("medgemma").weights({"model": str(here)}, where)] == [None]
 
 
 @pytest.mark.parametrize("name", backbones.names())
@@ -205,13 +203,13 @@ def test_weights_are_exactly_what_load_resolves(name, tmp_path, monkeypatch):
     from radrank.backbones import llava_rad
 
     monkeypatch.setattr(llava_rad, "llava_modules", lambda: {})  # the llava package is checked first
-    settings = {setting: str(_model_dir(tmp_path / setting)) for setting in backbones.get(name).weights}
+    settings = {setting: str(_model_dir(tmp_path / setting)) for setting in backbones.get(name).weight_settings}
     settings["revision"] = "main"
     rt = runtime.Runtime()
     # The load stops after resolving: no torch here (core), or remote code not on the allow-list.
     with pytest.raises((ImportError, ConfigError)):
         backbones.load(name, settings, [], runtime=rt)
-    declared = backbones.weights(name, backbones.settings(name, settings), "entry")
+    declared = backbones.get(name).weights(backbones.get(name).settings(settings))
     assert [(r.ref, r.need, r.revision, r.setting) for r in rt.resolved] == \
            [(r.ref, r.need, r.revision, r.setting) for r in declared]
     assert [r.key for r in rt.resolved] == [f"backbone_settings.{name}.{r.setting}" for r in declared]
@@ -287,7 +285,7 @@ def test_llava_rad_without_its_package_says_how_to_install(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "llava" else real(n, *a))
     with pytest.raises(BackboneUnavailable, match=r"own `llava` package.*pip install --no-deps git\+https"):
-        llava_rad.load({})
+        llava_rad.BACKBONE.load({})
 
 
 def test_backend_vllm_outside_its_env_names_the_environment(tmp_path):
@@ -297,7 +295,7 @@ def test_backend_vllm_outside_its_env_names_the_environment(tmp_path):
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")
-    settings = backbones.settings("medgemma", {"backend": "vllm"})
+    settings = backbones.get("medgemma").settings({"backend": "vllm"})
     with pytest.raises(ConfigError, match="backend vllm runs in the vllm environment"):
         vllm_recipe.engine_args(tmp_path, settings, images_per_prompt=1)
 
@@ -419,9 +417,13 @@ class EchoRecipe(Recipe):
         return [f"{prompt} ({len(images)} images)" for images, prompt in batch]
 
 
-SPEC = BackboneSpec(name="echo", description="", env="gen-test", model="echo",
-                    settings={"model": "echo", "revision": None, "dtype": "auto", "device": "cpu", "batch_size": 2,
-                              "max_new_tokens": 5, "use_indication": True, "max_images": 1}, tasks=("report", "vqa"))
+class Echo(Backbone):
+    name, description, family, tasks = "echo", "answers with its prompt", "gen-test", ("report", "vqa")
+
+
+ECHO = Echo()
+ECHO_SETTINGS = BackboneSettings(model="echo", device="cpu", batch_size=2, max_new_tokens=5, use_indication=True,
+                                 max_images=1)
 
 REPORTS = [
     "INDICATION: Cough and fever. FINDINGS: Small left pleural effusion. IMPRESSION: Effusion.",
@@ -434,7 +436,7 @@ def test_the_prompt_gets_the_indication_when_use_indication_and_never_the_report
     imgs = [["frontal", "lateral"], ["frontal"], ["frontal"]]
     inds = [indication_of(r) for r in REPORTS]
     assert inds[0] == "Cough and fever." and inds[1] is None
-    gen = EchoRecipe(SPEC, dict(SPEC.settings), "report").callable()
+    gen = EchoRecipe(ECHO, ECHO_SETTINGS, "report").callable()
     out = gen(imgs, inds)
     # MIMIC's "___" (de-identified text) is passed on as it is; max_images 1
     assert out == ["[Cough and fever.] write findings (1 images)", "write findings (1 images)",
@@ -444,7 +446,7 @@ def test_the_prompt_gets_the_indication_when_use_indication_and_never_the_report
         body = report.split("FINDINGS:")[1]
         assert body.split(".")[0].strip() not in prompt
     assert gen.recipe.batches == [2, 1]  # batch_size 2, input order kept
-    off = EchoRecipe(SPEC, {**SPEC.settings, "use_indication": False}, "report").callable()
+    off = EchoRecipe(ECHO, ECHO_SETTINGS.replace(use_indication=False), "report").callable()
     assert off(imgs, inds) == ["write findings (1 images)"] * 3
     assert off(imgs) == ["write findings (1 images)"] * 3
     assert accepts_indications(gen) and not as_generator(gen).legacy
@@ -457,11 +459,13 @@ def test_indication_text_normalises_and_drops_missing_markers():
 
 
 def test_recipe_answerer_contract_and_task_check():
-    ans = EchoRecipe(SPEC, dict(SPEC.settings), "vqa").callable()
+    ans = EchoRecipe(ECHO, ECHO_SETTINGS, "vqa").callable()
     assert ans([["a"], ["b"]], ["is there  effusion?", "where?"]) == ["Q: is there effusion? (1 images)",
                                                                       "Q: where? (1 images)"]
     with pytest.raises(ValueError, match="one question per sample"):
         ans([["a"]], None)
-    spec = BackboneSpec(name="r", description="", env="gen-test", model="r", settings=dict(SPEC.settings))
+    class ReportOnly(Echo):
+        tasks = ("report",)
+
     with pytest.raises(ConfigError, match="does not support task 'vqa'"):
-        EchoRecipe(spec, dict(spec.settings), "vqa")
+        EchoRecipe(ReportOnly(), ECHO_SETTINGS, "vqa")

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from radrank import metrics
-from radrank.engine import Generation, ParseError, judge, judgement_frame
+from radrank.engine import ParseError, judge, judgement_frame
 from radrank.judge_cache import ResponseCache
 from radrank.judge_failures import FAILURE_KINDS, failure_kind
+from radrank.runtime.generators import Generation
 from radrank.leaderboard import build_leaderboard
 from radrank.stats import bootstrap
 from radrank.stats.failures import failure_accounting, judges_of
@@ -103,7 +104,7 @@ def test_an_endpoints_refusal_is_a_refusal(monkeypatch):
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from radrank.engine import OpenAIGenerator
+    from radrank.runtime.generators import OpenAIGenerator
 
     answers = {"a": {"finish_reason": "content_filter", "message": {"role": "assistant", "content": ""}},
                "b": {"finish_reason": "stop", "message": {"role": "assistant", "content": None,

@@ -11,12 +11,12 @@ import random
 import pandas as pd
 import pytest
 
-from radrank.engine import Generation
 from radrank.errors import ConfigError, InputError
 from radrank.metrics import mrscore_rubric as rubric
 from radrank.mrscore_train import candidates, pairs, references
 from radrank.mrscore_train.config import DEFAULT_TIERS, TrainingConfig, read_tiers
 from radrank.runtime import Runtime
+from radrank.runtime.generators import Generation
 
 
 class Scripted:

@@ -266,7 +266,7 @@ def endpoint_env(monkeypatch):
 
 
 def test_openai_generator_uses_the_credentials_and_shows_none(endpoint_env, monkeypatch, capfd):
-    from radrank.engine import OpenAIGenerator
+    from radrank.runtime.generators import OpenAIGenerator
 
     # a process that turned on urllib's request printing (http.client writes "send: b'POST ...'" to stdout)
     monkeypatch.setattr(urllib.request, "_opener", urllib.request.build_opener(
@@ -290,7 +290,7 @@ def test_openai_generator_uses_the_credentials_and_shows_none(endpoint_env, monk
 
 
 def test_openai_generator_errors_mask_the_credentials(endpoint_env):
-    from radrank.engine import OpenAIGenerator
+    from radrank.runtime.generators import OpenAIGenerator
 
     echo = f"denied: token {TOKEN}, password {PASSWORD}, key {endpoint_env}"
     with _Endpoint(lambda body: (401, echo)) as fake:
@@ -302,8 +302,8 @@ def test_openai_generator_errors_mask_the_credentials(endpoint_env):
 
 
 def test_openai_generator_refuses_a_url_it_cannot_send(endpoint_env):
-    from radrank.engine import OpenAIGenerator
     from radrank.errors import ConfigError
+    from radrank.runtime.generators import OpenAIGenerator
 
     with pytest.raises(ConfigError) as info:
         OpenAIGenerator(model="m", api_base=f"file://{USER}:{PASSWORD}@/etc/passwd",

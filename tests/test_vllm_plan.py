@@ -103,39 +103,37 @@ def test_backend_vllm_outside_its_env_is_a_clear_error(tmp_path):
     reference("numpy")
     if __import__("importlib").util.find_spec("vllm") is not None:
         pytest.skip("vllm is installed here")
-    from radrank import engine
+    from radrank.runtime import generators
 
     with pytest.raises(ConfigError, match="vllm environment"):
-        engine.vllm_engine_args(tmp_path, metrics.get("green").settings({"backend": "vllm"}))
+        generators.vllm_engine_args(tmp_path, metrics.get("green").settings({"backend": "vllm"}))
 
 
 @pytest.mark.parametrize("backbone, why", [("maira2", "RAD-DINO"), ("chexagent2", "trust_remote_code"),
                                            ("llava_rad", "llava package")])
 def test_backbones_vllm_cannot_serve_say_why(backbone, why):
     from radrank import backbones
-    from radrank.backbones.base import merge_settings
     from radrank.errors import ConfigError
 
     with pytest.raises(ConfigError, match=f"backbone '{backbone}' cannot run on vLLM: .*{why}.*"
                                           f"backbone_settings.{backbone}.backend"):
-        merge_settings(backbones.get(backbone), {"backend": "vllm"})
-    assert "backend" not in merge_settings(backbones.get(backbone), {"backend": "hf"})  # hf: their one backend
+        backbones.get(backbone).settings({"backend": "vllm"})
+    assert "backend" not in backbones.get(backbone).settings({"backend": "hf"}).as_dict()  # hf: their one backend
 
 
 def test_medgemma_settings_on_vllm():
     from radrank import backbones
-    from radrank.backbones.base import merge_settings
     from radrank.errors import ConfigError
 
-    spec = backbones.get("medgemma")
-    assert spec.vllm and merge_settings(spec, {})["backend"] == "hf"
-    merged = merge_settings(spec, {"backend": "vllm", "tensor_parallel_size": 2})
-    assert merged["model_impl"] == "auto" and merged["max_model_len"] == 8192
-    for bad, match in (({"backend": "tgi"}, "backend must be one of"), ({"model_impl": "sglang"}, "model_impl"),
-                       ({"tensor_parallel_size": 0}, "tensor_parallel_size must be a positive integer"),
+    medgemma = backbones.get("medgemma")
+    assert medgemma.vllm and medgemma.settings({}).backend == "hf"
+    s = medgemma.settings({"backend": "vllm", "tensor_parallel_size": 2})
+    assert s.model_impl == "auto" and s.max_model_len == 8192
+    for bad, match in (({"backend": "tgi"}, "backend: 'tgi' is not allowed"), ({"model_impl": "sglang"}, "model_impl"),
+                       ({"tensor_parallel_size": 0}, "tensor_parallel_size: 0 is below the minimum 1"),
                        ({"vllm_max_images": "4"}, "vllm_max_images")):
         with pytest.raises(ConfigError, match=match):
-            merge_settings(spec, {"backend": "vllm", **bad})
+            medgemma.settings({"backend": "vllm", **bad})
 
 
 def test_forcing_vllm_model_code_without_torchvision_is_refused(monkeypatch):
@@ -180,5 +178,6 @@ def test_generation_settings_are_checked_when_the_workflow_loads(tmp_path):
 
     with pytest.raises(ConfigError, match=r"config 'generation' entry 0 .*cannot run on vLLM"):
         _generation_plan(tmp_path, {"backend": "vllm"}, generator="maira2")
-    with pytest.raises(ConfigError, match=r"config 'generation' entry 0 .*has no setting"):
+    with pytest.raises(ConfigError, match=r"config 'generation' entry 0 .*generation\[0\]\.settings\.beam_size: no such "
+                                          r"setting \(did you mean batch_size\?\)"):
         _generation_plan(tmp_path, {"beam_size": 4})

@@ -752,32 +752,34 @@ def generation_entry(config: dict, dataset: str, model: str) -> tuple[int, dict]
                        "Snakemake so that it plans the jobs again")
 
 
-def generator_settings(generator: str, values: dict | None, where: str) -> dict:
-    """A generation entry's settings: a backbone's merged with its defaults and checked, a callable's as given."""
+def generator_settings(generator: str, values: dict | None, where: str):
+    """A generation entry's settings: a backbone's typed Settings (its defaults, checked), a callable's dict as
+    given."""
     from radrank import backbones
 
     if generator in backbones.names():
-        return backbones.settings(generator, values, where)
+        return backbones.get(generator).settings(values, where)
     return dict(values or {})
 
 
-def samples_per_call(generator: str, settings: dict, batch_size: int | None) -> int:
+def samples_per_call(generator: str, settings, batch_size: int | None) -> int:
     """Samples per generator call: the entry's ``batch_size``, else the backbone's choice (a callable: 8)."""
     from radrank import backbones
+    from radrank.backbones.base import DEFAULT_SAMPLES_PER_CALL
 
     if generator in backbones.names():
-        return backbones.samples_per_call(generator, settings, batch_size)
-    return int(batch_size or backbones.base.DEFAULT_SAMPLES_PER_CALL)
+        return backbones.get(generator).samples_per_call(settings, batch_size)
+    return int(batch_size or DEFAULT_SAMPLES_PER_CALL)
 
 
-def generation_identity(generator: str, settings: dict, allow_list=()) -> dict:
+def generation_identity(generator: str, settings, allow_list=()) -> dict:
     """What a generation shard's reports depend on of its generator: a backbone's settings without device, batch
     size and placement, and whether its own model may run remote code (yes/no, never the allow-list); a user's
     callable's settings as given (radrank cannot tell which of them only change speed)."""
     from radrank import backbones
 
     if generator in backbones.names():
-        return backbones.identity(generator, settings, allow_list)
+        return backbones.get(generator).identity(settings, allow_list)
     return {"callable": generator, "settings": dict(settings)}
 
 
@@ -805,7 +807,7 @@ class Generate(Job):
     empty_hypothesis: str
     max_chars: int | None
     shard: tuple
-    settings: dict = built()
+    settings: object = built()  # a backbone's Settings, or a callable's dict
     trust_remote_code: tuple = built()
     batch_size: int = built()
 

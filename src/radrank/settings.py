@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -262,8 +261,7 @@ def _kinds(annotation) -> tuple:
 
 @lru_cache(maxsize=None)
 def _specs(cls) -> tuple:
-    module = sys.modules.get(cls.__module__)
-    hints = typing.get_type_hints(cls, globalns=vars(module) if module else None)
+    hints = typing.get_type_hints(cls)  # each field's annotation read in the module that declares it
     out = []
     for f in dataclasses.fields(cls):
         if "scores" not in f.metadata:

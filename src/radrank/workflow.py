@@ -74,7 +74,7 @@ class Generation:
     where: str  # the config entry, for messages
     settings_key: str  # where its settings are in the config, e.g. generation[0].settings
     adapter_options: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)  # a backbone's settings with its defaults merged in
+    settings: object = field(default_factory=dict)  # as configured; a backbone's typed Settings once read
     splits: tuple = ("findings",)
     use_indication: bool = False
     image_format: str = "pil"
@@ -94,13 +94,13 @@ class Generation:
     def env(self) -> str:
         from radrank import backbones
 
-        return backbones.env(self.generator, self.settings) if self.backbone else GENERIC_GENERATOR_ENV
+        return backbones.get(self.generator).env(self.settings) if self.backbone else GENERIC_GENERATOR_ENV
 
     @property
     def gpus(self) -> int:
         from radrank import backbones
 
-        return backbones.gpus(self.generator, self.settings) if self.backbone else 0
+        return backbones.get(self.generator).gpus(self.settings) if self.backbone else 0
 
     @property
     def samples_per_call(self) -> int:
@@ -111,8 +111,8 @@ class Generation:
 
         if not self.backbone:
             return ()
-        return backbones.weights(self.generator, self.settings, f"{self.where}: backbone {self.generator!r}",
-                                 key=self.settings_key)
+        return backbones.get(self.generator).weights(self.settings, f"{self.where}: backbone {self.generator!r}",
+                                                     key=self.settings_key)
 
 
 @dataclass(frozen=True)
@@ -360,7 +360,7 @@ class Plan:
                                   f"({backbones.names()}) nor an import path package.module:callable")
             if gen.backbone:  # a wrong setting (or a backend the backbone lacks) fails here, not in the job
                 try:
-                    merged = backbones.settings(gen.generator, gen.settings, gen.settings_key)
+                    merged = backbones.get(gen.generator).settings(gen.settings, gen.settings_key)
                 except ConfigError as e:
                     raise ConfigError(f"{where}: {e}") from None
                 gen = dataclasses.replace(gen, settings=merged)
@@ -646,7 +646,7 @@ class Plan:
             max_samples=gen.max_samples, empty_hypothesis=self.config["empty_hypothesis"],
             max_chars=self.config["max_report_chars"], shard=parse_shard(shard),
             # not params (never a rerun trigger): the job reads them from the config again (Generate.from_params)
-            settings=dict(gen.settings), trust_remote_code=allow, batch_size=gen.samples_per_call)
+            settings=gen.settings, trust_remote_code=allow, batch_size=gen.samples_per_call)
 
     # --- MRScore training ----------------------------------------------------------------------------
     def mrscore_sources(self) -> list[str]:

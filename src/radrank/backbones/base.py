@@ -1,14 +1,25 @@
-"""What a generation backbone declares, the two call contracts, and the machinery recipes share.
+"""The backbone contract: one object per generation backbone, the two call contracts, and what recipes share.
 
-A backbone module defines ``SPEC`` (a :class:`BackboneSpec`) and
-``load(settings, trust_remote_code_allow_list=(), task="report")`` returning
+A backbone is an instance of a :class:`Backbone` subclass, in one module (``BACKBONE``), registered by
+name in :mod:`radrank.backbones`. It declares, as class attributes, ``name``, ``description``,
+``family`` (its environment: ``envs/requirements/<family>.in``), ``tasks``, ``inputs``,
+``remote_code``, ``weight_settings``, ``packages``, ``version``, ``default_resources``, and
+``Settings`` — a frozen, typed :class:`BackboneSettings` subclass (:mod:`radrank.settings`): every
+setting, its default, its type, and whether it changes the reports (``scored``) or only where and
+how fast they are made (``speed``: device, batch size, vLLM placement). A backbone vLLM can serve has
+:class:`VLLMBackboneSettings` (``backend`` and vLLM's engine settings, defined once in
+:class:`radrank.runtime.generators.VLLMSettings` for the judges and the backbones). For a Settings
+instance ``s`` it answers :meth:`Backbone.env`, :meth:`~Backbone.gpus`, :meth:`~Backbone.resources`,
+:meth:`~Backbone.samples_per_call`, :meth:`~Backbone.weights` (exactly what loading resolves),
+:meth:`~Backbone.identity` (what a generation job's rerun depends on) and :meth:`~Backbone.load`,
+which returns
 
 * for ``task="report"`` a *generator*: ``generator(imgs, indications=None) -> list[str]``;
-* for ``task="vqa"`` (backbones whose ``SPEC.tasks`` has it) an *answerer*:
+* for ``task="vqa"`` (backbones whose ``tasks`` has it) an *answerer*:
   ``answerer(imgs, questions) -> list[str]``;
 
 where ``imgs`` is a list with one entry per sample, each entry a list of that
-sample's images (PIL images; a backbone whose ``SPEC.inputs`` is ``"paths"``
+sample's images (PIL images; a backbone whose ``inputs`` is ``"paths"``
 also takes image file paths, see :mod:`radrank.backbones.chexagent2`), and
 ``indications`` is None or a list of one indication text (or None) per sample.
 The indication is the only text of the reference a generator ever sees — the
@@ -24,12 +35,12 @@ the two-argument form, checking what comes back.
 Rules every recipe follows (and the tests check on tiny random models):
 
 * weights are resolved *before* torch or transformers is imported, through the one
-  resolver (:func:`radrank.runtime.resolve`, :func:`resolve_models`): a model that
+  resolver (:func:`radrank.runtime.resolve`, :meth:`Backbone.resolve`): a model that
   is neither a local path nor in the Hugging Face cache fails at once with
   :class:`~radrank.errors.MissingWeightsError` naming the config key
   (``backbone_settings.<backbone>.<setting>``) that points at a local copy; what
-  is resolved is what :func:`weight_refs` declares, so the workflow's load-time
-  check (:func:`radrank.backbones.weights`) and the job never disagree;
+  is resolved is what :meth:`Backbone.weights` declares, so the workflow's load-time
+  check and the job never disagree;
 * ``trust_remote_code`` is passed as True only for backbones whose checkpoints
   need it, and only when the configured model (the id or path, as written in the
   config) is on the config allow-list (:func:`radrank.runtime.allows_remote_code`);
@@ -43,18 +54,23 @@ Rules every recipe follows (and the tests check on tiny random models):
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import logging
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import ClassVar, Literal
 
-from radrank.devices import DTYPES, check_device, device_of, dtype_of
+from radrank.devices import DEVICE_DOC, check_device, device_of, dtype_of
 from radrank.errors import ConfigError
 from radrank.metrics.base import Resources
 from radrank.runtime import Resolved, Runtime, WeightRef, allows_remote_code
+from radrank.runtime.generators import VLLMSettings
+from radrank.runtime.loaders import VLLM_FAMILY
+from radrank.settings import Settings as SettingsBase
+from radrank.settings import field_specs, scored, speed
 from radrank.text import clean, normalize_whitespace
 
 log = logging.getLogger("radrank")
@@ -62,227 +78,203 @@ log = logging.getLogger("radrank")
 TASKS = ("report", "vqa")
 CONFIG_KEY = "backbone_settings"  # config mapping of per-backbone settings: backbone_settings.<name>.<setting>
 ALLOW_LIST_KEY = "trust_remote_code"  # config list of model ids / paths allowed to run their own code
+DEFAULT_SAMPLES_PER_CALL = 8  # a generation job's samples per generator call when nothing else says
+DTYPE_DOC = "model precision: auto (bf16 on CUDA, fp32 on the CPU), fp32, bf16 or fp16"
+
 
 class BackboneUnavailable(RuntimeError):
     """A backbone's own software is not installed in this environment."""
 
 
-@dataclass(frozen=True)
-class BackboneSpec:
-    name: str
-    description: str
-    env: str  # environment family (envs/requirements/<env>.in)
-    model: str  # default model id (Hugging Face id)
-    settings: dict = field(default_factory=dict)  # defaults; every key a user may set
-    resources: Resources = field(default_factory=lambda: Resources(mem_mb=32000, runtime_min=240, threads=4,
-                                                                   gpu=1))
-    tasks: tuple[str, ...] = ("report",)  # "report" (generator) and/or "vqa" (answerer)
-    inputs: str = "pil"  # what each sample's image list holds: "pil" images, or "paths" (file paths or PIL)
-    remote_code: bool = False  # the checkpoint runs its own code (needs the trust_remote_code allow-list)
-    weights: tuple[str, ...] = ("model",)  # settings that name model weights to resolve
-    packages: tuple[str, ...] = ("torch", "transformers")  # distributions whose versions provenance records
-    version: str = "1"  # bump when our recipe changes outputs
-    status: str = "implemented"
-    notes: str = ""
-    vllm: bool = False  # vLLM implements the architecture: `backend: vllm` serves it (radrank.backbones.vllm_recipe)
-    vllm_note: str = ""  # when it does not: why (the refusal names it)
-    # check(merged settings, where): the backbone's own rules across settings, raising a ConfigError that names
-    # <where>.<key>; run with the generic checks when the workflow loads
-    check: Callable[[dict, str], None] | None = field(default=None, compare=False)
-
-
 # --- settings -------------------------------------------------------------------------------------
 
-BACKENDS = ("hf", "vllm")
-MODEL_IMPLS = ("auto", "vllm", "transformers")
-DEFAULT_SAMPLES_PER_CALL = 8  # a generation job's samples per generator call when nothing else says
 
-# The vLLM engine's settings of a backbone vLLM can serve (SPEC.vllm), with defaults for image prompts; the
-# judges' are radrank.engine.VLLMSettings. Only backend vllm reads them (radrank.backbones.vllm_recipe).
-VLLM_GENERATION_SETTINGS = {
-    "backend": "hf",  # hf (transformers generate) or vllm
-    "max_model_len": 8192,  # prompt (instruction + every image's tokens) + answer, per sequence
-    "gpu_memory_utilization": 0.9,  # share of each GPU vLLM may take (weights + KV cache)
-    "tensor_parallel_size": 1,  # GPUs per engine (the SLURM job requests this many)
-    "max_num_seqs": 256,  # sequences decoded together (continuous batching)
-    "enforce_eager": "auto",  # auto: CUDA graphs on CUDA, eager on the CPU
-    "cpu_kv_cache_gb": 4.0,  # CPU build only: KV cache size
-    "model_impl": "auto",  # auto, vllm (vLLM's own model code) or transformers (vLLM's Transformers backend)
-    "vllm_max_images": 16,  # images per prompt vLLM admits when max_images is not set
-}
+@dataclass(frozen=True)
+class BackboneSettings(SettingsBase):
+    """What every backbone is told; each backbone's ``Settings`` subclass sets its defaults and adds its own.
+    ``scored`` settings change the reports (a generation job's identity holds them); ``speed`` ones only where
+    and how fast (device, batching, vLLM placement)."""
 
-# Settings that change only speed, memory or placement, never a generated report (as the judges' speed settings,
-# radrank.engine.JudgeSettings / VLLMSettings): a generation job's identity leaves them out, so changing one
-# reruns no shard.
-SPEED_SETTINGS = ("device", "batch_size", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs",
-                  "enforce_eager", "cpu_kv_cache_gb")
+    model: str = scored("", "the model: a Hugging Face id or a local directory")
+    revision: str | None = scored(None, "hub revision (commit / tag) of model when it is an id (null: the cached "
+                                        "/ newest snapshot)")
+    dtype: Literal["auto", "fp32", "bf16", "fp16", "float32", "bfloat16", "float16"] = scored("auto", DTYPE_DOC)
+    max_new_tokens: int = scored(300, "new tokens of a report at most (greedy decoding)", minimum=1)
+    use_indication: bool = scored(False, "put the sample's indication into the prompt")
+    max_images: int | None = scored(None, "images per sample (null: all, in the dataset's order)", minimum=1)
+    device: str = speed("auto", DEVICE_DOC)
+    batch_size: int = speed(8, "samples per generate call", minimum=1)
 
-POSITIVE_INTS = ("batch_size", "max_new_tokens", "vqa_max_new_tokens")
-NULLABLE_POSITIVE_INTS = ("max_images", "tensor_parallel_size", "max_num_seqs", "vllm_max_images", "max_model_len")
-AUTO_OR_BOOL = ("enforce_eager",)
+    def check(self, where):
+        check_device(self.device, f"{where}.device")
 
 
-def _named(where: str | None, key: str) -> str:
-    return f"{where}.{key}" if where else key
+@dataclass(frozen=True)
+class VLLMBackboneSettings(BackboneSettings, VLLMSettings):
+    """The settings of a backbone vLLM can serve: ``backend``, and vLLM's engine settings (the judges' too,
+    :class:`radrank.runtime.generators.VLLMSettings`) with defaults for image prompts. Only backend vllm reads
+    the engine settings (:mod:`radrank.backbones.vllm_recipe`)."""
+
+    backend: Literal["hf", "vllm"] = scored("hf", "hf: transformers generate; vllm: vLLM's offline engine "
+                                                  "(environment vllm) on the same prompts")
+    max_model_len: int | None = scored(8192, "vllm: prompt (instruction + every image's tokens) + answer tokens "
+                                             "per sequence (null: the model's)", minimum=1)
+    cpu_kv_cache_gb: float = speed(4.0, "vllm CPU build only: KV cache size in GB", minimum=0.01)
+    model_impl: Literal["auto", "vllm", "transformers"] = scored(
+        "auto", "vllm: auto, vllm (vLLM's own model code) or transformers (vLLM's Transformers backend)")
+    vllm_max_images: int = scored(16, "vllm: images per prompt the engine admits when max_images is not set",
+                                  minimum=1)
 
 
-def backend_of(settings: dict, where: str | None = None) -> str:
-    """The generation backend a backbone's settings ask for (``hf`` when unset)."""
-    backend = str(settings.get("backend") or "hf").lower()
-    if backend not in BACKENDS:
-        raise ConfigError(f"{_named(where, 'backend')} must be one of {list(BACKENDS)}, "
-                          f"not {settings.get('backend')!r}")
-    return backend
+# --- the backbone contract ------------------------------------------------------------------------------
 
 
-def uses_vllm(settings: dict | None) -> bool:
-    return backend_of(settings or {}) == "vllm"
+class Backbone:
+    """Base class of every generation backbone (see the module docstring)."""
 
+    name: ClassVar[str]
+    description: ClassVar[str]
+    family: ClassVar[str]  # its environment: envs/requirements/<family>.in
+    Settings: ClassVar[type[BackboneSettings]] = BackboneSettings
+    tasks: ClassVar[tuple[str, ...]] = ("report",)  # "report" (generator) and/or "vqa" (answerer)
+    inputs: ClassVar[str] = "pil"  # what each sample's image list holds: "pil" images, or "paths" (or PIL)
+    remote_code: ClassVar[bool] = False  # the checkpoint runs its own code (needs the trust_remote_code allow-list)
+    weight_settings: ClassVar[tuple[str, ...]] = ("model",)  # settings that name model weights to resolve
+    packages: ClassVar[tuple[str, ...]] = ("torch", "transformers")  # distributions provenance records
+    version: ClassVar[str] = "1"  # bumped when the recipe changes outputs
+    status: ClassVar[str] = "implemented"
+    default_resources: ClassVar[Resources] = Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1)
+    vllm_note: ClassVar[str] = ""  # when vLLM cannot serve it: why (the refusal names it)
 
-def gpus_of(settings: dict | None, default: int) -> int:
-    """GPUs a generation job requests: ``tensor_parallel_size`` on vLLM, else the backbone's ``default``."""
-    if uses_vllm(settings):
-        return max(1, int((settings or {}).get("tensor_parallel_size") or 1))
-    return default
+    def __repr__(self):
+        return f"<backbone {self.name}>"
 
+    @property
+    def vllm(self) -> bool:
+        """vLLM implements the architecture: ``backend: vllm`` serves it (its Settings have the vLLM settings)."""
+        return issubclass(self.Settings, VLLMBackboneSettings)
 
-def model_impl_of_value(setting, where: str | None = None) -> str:
-    value = str(setting or "auto").lower()
-    if value not in MODEL_IMPLS:
-        raise ConfigError(f"{_named(where, 'model_impl')} must be one of {list(MODEL_IMPLS)}, not {setting!r}")
-    return value
+    @property
+    def model(self) -> str:
+        """The default model (Hugging Face id)."""
+        return field_specs(self.Settings)["model"].default
 
+    def owner(self) -> str:
+        return f"backbone {self.name!r}"
 
-def _check_value(where: str, key: str, default, value) -> None:
-    """ConfigError naming ``<where>.<key>`` unless ``value`` has the kind of the setting's default."""
-    name = f"{where}.{key}"
-    if key in POSITIVE_INTS or key in NULLABLE_POSITIVE_INTS:
-        nullable = key in NULLABLE_POSITIVE_INTS
-        if (value is None and nullable) or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
-            return
-        raise ConfigError(f"{name} must be a positive integer{' or null' if nullable else ''}, not {value!r}")
-    if key in AUTO_OR_BOOL:
-        ok, kind = value == "auto" or isinstance(value, bool), "auto, true or false"
-    elif isinstance(default, bool):
-        ok, kind = isinstance(value, bool), "true or false"
-    elif isinstance(default, (int, float)):
-        ok, kind = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
-    elif isinstance(default, str):
-        ok, kind = isinstance(value, str), "a string"
-    elif isinstance(default, (list, tuple)):
-        ok, kind = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value), "a list of strings"
-    else:  # default None: an optional text (revision, image_dir, impression_prompt)
-        ok, kind = value is None or isinstance(value, str), "a string or null"
-    if not ok:
-        raise ConfigError(f"{name} must be {kind}, not {value!r}")
+    def key(self, setting: str) -> str:
+        return f"{CONFIG_KEY}.{self.name}.{setting}"
 
+    # -- settings
+    def settings(self, values: dict | None = None, where: str | None = None) -> BackboneSettings:
+        """Typed settings from a config mapping over the defaults; a :class:`ConfigError` naming ``<where>.<key>``
+        (``where`` defaults to ``backbone_settings.<backbone>``) for an unknown key, a value of the wrong kind, an
+        empty model or a backend the backbone lacks."""
+        where = where or f"{CONFIG_KEY}.{self.name}"
+        values = dict(values or {})
+        if not self.vllm and "backend" in values:
+            backend = values.pop("backend")  # hf: the only backend of this backbone
+            if backend == "vllm":
+                why = self.vllm_note or "vLLM has no implementation of its architecture"
+                raise ConfigError(f"backbone {self.name!r} cannot run on vLLM: {why}. Remove {where}.backend (or "
+                                  "set it to hf)")
+            if backend != "hf":
+                raise SettingsBase.fail(where, "backend", f"{backend!r} is not allowed; backbone {self.name!r} runs on "
+                                                      "'hf' only")
+        s = self.Settings.build(values, where=where)
+        for key in self.weight_settings:
+            if not getattr(s, key):
+                raise SettingsBase.fail(where, key, "is empty; name a Hugging Face id or a local directory")
+        return s
 
-def merge_settings(spec: BackboneSpec, settings: dict | None, where: str | None = None) -> dict:
-    """``spec.settings`` updated with ``settings``, checked: an unknown key, a value of the wrong kind or a
-    backend the backbone lacks is a :class:`ConfigError` naming ``<where>.<key>`` (``where`` defaults to
-    ``backbone_settings.<backbone>``)."""
-    where = where or f"{CONFIG_KEY}.{spec.name}"
-    settings = dict(settings or {})
-    if not spec.vllm and "backend" in settings:
-        if backend_of(settings, where) == "vllm":
-            why = spec.vllm_note or "vLLM has no implementation of its architecture"
-            raise ConfigError(f"backbone {spec.name!r} cannot run on vLLM: {why}. Remove {where}.backend (or set it "
-                              f"to hf)")
-        settings.pop("backend")  # hf: the only backend of this backbone
-    unknown = sorted(set(settings) - set(spec.settings))
-    if unknown:
-        raise ConfigError(f"backbone {spec.name!r} has no setting(s) {unknown} "
-                          f"({', '.join(f'{where}.{k}' for k in unknown)}); known: {sorted(spec.settings)}")
-    merged = {**spec.settings, **settings}
-    for key, value in settings.items():
-        _check_value(where, key, spec.settings[key], value)
-    for key in spec.weights:
-        if not merged.get(key):
-            raise ConfigError(f"{where}.{key} is empty")
-    check_device(merged["device"], f"{where}.device")
-    if str(merged["dtype"]).lower() not in ("auto", *DTYPES):
-        raise ConfigError(f"{where}.dtype must be auto, fp32, bf16 or fp16, not {merged['dtype']!r}")
-    if spec.vllm:
-        backend_of(merged, where)
-        model_impl_of_value(merged.get("model_impl"), where)
-    if spec.check is not None:
-        spec.check(merged, where)
-    return merged
+    def coerce(self, settings) -> BackboneSettings:
+        """``settings`` as this backbone's Settings (a mapping is checked into them; None: the defaults)."""
+        return settings if isinstance(settings, self.Settings) else self.settings(settings or {})
 
+    def uses_vllm(self, s: BackboneSettings) -> bool:
+        return self.vllm and s.backend == "vllm"
 
-def config_key(backbone: str, setting: str) -> str:
-    return f"{CONFIG_KEY}.{backbone}.{setting}"
+    # -- where and how it runs
+    def env(self, s: BackboneSettings) -> str:
+        """The environment family a generation job runs in: the backbone's, or the vllm family on vLLM."""
+        return VLLM_FAMILY if self.uses_vllm(self.coerce(s)) else self.family
 
+    def resources(self, s: BackboneSettings) -> Resources:
+        """What a generation job needs: on vLLM ``tensor_parallel_size`` GPUs, else the backbone's."""
+        s = self.coerce(s)
+        if self.uses_vllm(s):
+            return dataclasses.replace(self.default_resources, gpu=s.tensor_parallel_size)
+        return self.default_resources
 
-def check_task(spec: BackboneSpec, task: str) -> None:
-    if task not in spec.tasks:
-        raise ConfigError(f"backbone {spec.name!r} does not support task {task!r} (it supports: "
-                          f"{', '.join(spec.tasks)})")
+    def gpus(self, s: BackboneSettings) -> int:
+        return self.resources(s).gpu
 
+    def samples_per_call(self, s: BackboneSettings, batch_size: int | None) -> int:
+        """A generation job's samples per generator call: ``batch_size``, else 8 — or, on vLLM, enough samples
+        to fill its continuous batch (``max_num_seqs``), since vLLM schedules them itself."""
+        if batch_size is not None:
+            return int(batch_size)
+        s = self.coerce(s)
+        return int(s.max_num_seqs) if self.uses_vllm(s) else DEFAULT_SAMPLES_PER_CALL
 
-def prepare(spec: BackboneSpec, settings: dict | None, task: str) -> dict:
-    """What every backbone's ``load`` does first: its settings merged and checked, and the task checked."""
-    merged = merge_settings(spec, settings)
-    check_task(spec, task)
-    return merged
+    # -- weights, remote code, identity
+    def weights(self, s: BackboneSettings, owner: str | None = None, key: str | None = None) -> tuple[WeightRef, ...]:
+        """The models :meth:`load` resolves with ``s``: for each of :attr:`weight_settings` a directory with
+        config.json (the loaders find the weight files in it), owned by ``owner`` (default: the backbone) and
+        named ``<key>.<setting>`` (``key`` default: ``backbone_settings.<backbone>``; a generation entry's is
+        e.g. ``generation[0].settings``); the hub ``revision`` setting applies to ``model``. What the workflow's
+        load-time check (:func:`radrank.runtime.available`) is given."""
+        s = self.coerce(s)
+        owner, key = owner or self.owner(), key or f"{CONFIG_KEY}.{self.name}"
+        return tuple(WeightRef(owner, f"{key}.{setting}", getattr(s, setting), need="config",
+                               revision=s.revision if setting == "model" else None)
+                     for setting in self.weight_settings)
 
+    def resolve(self, s: BackboneSettings, runtime: Runtime | None = None) -> dict[str, Resolved]:
+        """Setting -> local files of every model :meth:`weights` names (``backbone_settings.<backbone>.<setting>``
+        in the messages), resolved before torch or transformers is imported: a model that is neither a local
+        directory nor in the Hugging Face cache fails at once with :class:`~radrank.errors.MissingWeightsError`."""
+        runtime = runtime if runtime is not None else Runtime()
+        return {ref.setting: runtime.resolve(ref) for ref in self.weights(s)}
 
-def samples_per_call(spec: BackboneSpec, settings: dict | None, batch_size: int | None) -> int:
-    """A generation job's samples per generator call: ``batch_size``, else 8 — or, on vLLM, enough samples
-    to fill its continuous batch (``max_num_seqs``), since vLLM schedules them itself."""
-    if batch_size is not None:
-        return int(batch_size)
-    if spec.vllm and uses_vllm(settings):
-        return int((settings or {}).get("max_num_seqs") or VLLM_GENERATION_SETTINGS["max_num_seqs"])
-    return DEFAULT_SAMPLES_PER_CALL
+    def remote_code_allowed(self, model: str, allow_list) -> bool:
+        """True when the backbone needs remote code and ``model`` may run it; ConfigError when it may not."""
+        if not self.remote_code:
+            return False
+        if not allows_remote_code(model, allow_list):
+            raise ConfigError(
+                f"backbone {self.name!r}: model {model!r} runs code shipped with its checkpoint "
+                f"(trust_remote_code). Review that code, then allow it by adding {model!r} to the config list "
+                f"`{ALLOW_LIST_KEY}` (the id or path exactly as written in {self.key('model')}).")
+        return True
 
+    def identity(self, s: BackboneSettings, allow_list=()) -> dict:
+        """What a generation job's outputs depend on besides the dataset and the job's own fields: the backbone, its
+        recipe version, its scored settings (never device, batch size or vLLM placement) and — for a backbone that
+        runs its checkpoint's code — whether *its* model is on the ``trust_remote_code`` allow-list (a yes/no,
+        never the list: adding an unrelated id reruns nothing)."""
+        s = self.coerce(s)
+        out = {"backbone": self.name, "version": self.version, "settings": dict(sorted(s.identity().items()))}
+        if self.remote_code:
+            out["trust_remote_code"] = allows_remote_code(s.model, allow_list)
+        return out
 
-# --- weights and remote code ----------------------------------------------------------------------
+    # -- generation
+    def check_task(self, task: str) -> None:
+        if task not in self.tasks:
+            raise ConfigError(f"backbone {self.name!r} does not support task {task!r} (it supports: "
+                              f"{', '.join(self.tasks)})")
 
+    def prepare(self, settings, task: str) -> BackboneSettings:
+        """What every :meth:`load` does first: the settings checked into the backbone's Settings, the task checked."""
+        s = self.coerce(settings)
+        self.check_task(task)
+        return s
 
-def weight_refs(spec: BackboneSpec, settings: dict | None, owner: str, key_prefix: str) -> tuple[WeightRef, ...]:
-    """The models loading ``spec`` with ``settings`` resolves: for each setting of ``spec.weights`` a directory
-    with config.json (the loaders find the weight files in it), named ``<key_prefix>.<setting>``; the hub
-    ``revision`` setting applies to ``model``."""
-    merged = {**spec.settings, **(settings or {})}
-    return tuple(WeightRef(owner, f"{key_prefix}.{setting}", merged[setting], need="config",
-                           revision=merged.get("revision") if setting == "model" else None)
-                 for setting in spec.weights)
-
-
-def resolve_models(spec: BackboneSpec, settings: dict, runtime: Runtime | None = None) -> dict[str, Resolved]:
-    """Setting -> local files of every model :func:`weight_refs` names (``backbone_settings.<backbone>.<setting>``
-    in the messages), resolved before torch or transformers is imported: a model that is neither a local
-    directory nor in the Hugging Face cache fails at once with :class:`~radrank.errors.MissingWeightsError`."""
-    runtime = runtime if runtime is not None else Runtime()
-    refs = weight_refs(spec, settings, f"backbone {spec.name!r}", f"{CONFIG_KEY}.{spec.name}")
-    return {ref.setting: runtime.resolve(ref) for ref in refs}
-
-
-def remote_code_allowed(spec: BackboneSpec, model: str, allow_list) -> bool:
-    """True when ``spec`` needs remote code and ``model`` is allowed to run it; ConfigError when it is not."""
-    if not spec.remote_code:
-        return False
-    if not allows_remote_code(model, allow_list):
-        raise ConfigError(
-            f"backbone {spec.name!r}: model {model!r} runs code shipped with its checkpoint "
-            f"(trust_remote_code). Review that code, then allow it by adding {model!r} to the config list "
-            f"`{ALLOW_LIST_KEY}` (the id or path exactly as written in {config_key(spec.name, 'model')}).")
-    return True
-
-
-def identity(spec: BackboneSpec, settings: dict | None, allow_list=()) -> dict:
-    """What a generation job's outputs depend on besides the dataset and the job's own fields: the backbone, its
-    recipe version, its settings without :data:`SPEED_SETTINGS`, and — for a backbone that runs its checkpoint's
-    code — whether *its* model is on the ``trust_remote_code`` allow-list (a yes/no, never the list: adding an
-    unrelated id reruns nothing)."""
-    merged = {**spec.settings, **(settings or {})}
-    out = {"backbone": spec.name, "version": spec.version,
-           "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in sorted(merged.items())
-                        if k not in SPEED_SETTINGS}}
-    if spec.remote_code:
-        out["trust_remote_code"] = allows_remote_code(merged.get("model"), allow_list)
-    return out
+    def load(self, settings=None, allow_list=(), task: str = "report", runtime: Runtime | None = None):
+        """A generator (``task="report"``) or an answerer (``task="vqa"``) with ``settings`` (its Settings or a
+        mapping); ``allow_list``: the config's ``trust_remote_code`` list; ``runtime`` records what is resolved."""
+        raise NotImplementedError
 
 
 # --- torch helpers (imported lazily) ---------------------------------------------------------------
@@ -375,7 +367,7 @@ def fill(template: str, **values) -> str:
 
 
 class ImageFiles:
-    """Image file paths for a backbone that opens images itself (``SPEC.inputs == "paths"``).
+    """Image file paths for a backbone that opens images itself (``Backbone.inputs == "paths"``).
 
     :meth:`path_of` takes a PIL image (saved as PNG), a path to a raster image
     (used as is, absolute) or a path to a DICOM file (windowed and converted with
@@ -596,14 +588,14 @@ class Recipe:
     asked), ``rendered`` the model-ready text of each sample (chat template
     applied; several calls' texts joined by a blank line), in input order,
     ``stats`` the call's counts and timings. ``resolved`` maps each weights setting
-    (``SPEC.weights``) to its :class:`~radrank.runtime.Resolved` files (:func:`resolve_models`);
+    (:attr:`Backbone.weight_settings`) to its :class:`~radrank.runtime.Resolved` files (:meth:`Backbone.resolve`);
     ``model_path`` is the ``model`` setting's directory.
     """
 
-    def __init__(self, spec: BackboneSpec, settings: dict, task: str, *, resolved: dict | None = None,
+    def __init__(self, backbone: Backbone, settings: BackboneSettings, task: str, *, resolved: dict | None = None,
                  device="cpu"):
-        check_task(spec, task)
-        self.spec, self.settings, self.task = spec, settings, task
+        backbone.check_task(task)
+        self.backbone, self.settings, self.task = backbone, backbone.coerce(settings), task
         self.resolved: dict[str, Resolved] = dict(resolved or {})
         self.model_path = self.resolved["model"].directory if "model" in self.resolved else None
         self.device = device
@@ -624,7 +616,7 @@ class Recipe:
     def context_of(self, value):
         """What a sample's prompt is built from: its indication text when ``use_indication`` is on
         (a mapping's ``"indication"`` entry), else None."""
-        if not self.settings.get("use_indication"):
+        if not self.settings.use_indication:
             return None
         if isinstance(value, dict):
             value = value.get("indication")
@@ -641,12 +633,12 @@ class Recipe:
 
     def prepare_images(self, images: list) -> list:
         """A sample's images as the model takes them (default: the first ``max_images``)."""
-        limit = self.settings.get("max_images")
+        limit = self.settings.max_images
         return list(images)[:limit] if limit else list(images)
 
     def batch_size(self) -> int:
         """Samples per :meth:`_generate` call (the ``batch_size`` setting)."""
-        return int(self.settings["batch_size"])
+        return int(self.settings.batch_size)
 
     def callable(self):
         """The contract object of this recipe's task: a :class:`Generator` or an :class:`Answerer`."""
@@ -673,20 +665,20 @@ class Recipe:
                       "new_tokens": 0}
         order = list(self.batch_order(items))
         if sorted(order) != list(range(len(items))):
-            raise RuntimeError(f"backbone {self.spec.name!r}: batch_order is not a permutation")
+            raise RuntimeError(f"backbone {self.backbone.name!r}: batch_order is not a permutation")
         out: list = [None] * len(items)
         for lo in range(0, len(items), size):
             chunk = order[lo:lo + size]
             self._chunk = chunk
             texts = self._generate([items[i] for i in chunk])
             if len(texts) != len(chunk):
-                raise RuntimeError(f"backbone {self.spec.name!r} returned {len(texts)} texts for a batch of "
+                raise RuntimeError(f"backbone {self.backbone.name!r} returned {len(texts)} texts for a batch of "
                                    f"{len(chunk)}")
             for i, text in zip(chunk, texts):
                 out[i] = text
             self.stats["batches"] += 1
         self.stats["seconds"] = time.perf_counter() - start
-        return check_outputs(out, len(items), f"backbone {self.spec.name!r}")
+        return check_outputs(out, len(items), f"backbone {self.backbone.name!r}")
 
     def generate_new_tokens(self, enc: dict):
         """Generate from a processor batch already on the device (pixel values cast to the model's
@@ -709,13 +701,13 @@ class Recipe:
         from importlib import metadata
 
         versions = {}
-        for name in self.spec.packages:
+        for name in self.backbone.packages:
             try:
                 versions[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 versions[name] = None
-        return {"backbone": self.spec.name, "version": self.spec.version, "task": self.task,
-                "settings": dict(self.settings), "device": str(self.device), "backend": "hf", "packages": versions}
+        return {"backbone": self.backbone.name, "version": self.backbone.version, "task": self.task,
+                "settings": self.settings.as_dict(), "device": str(self.device), "backend": "hf", "packages": versions}
 
     def provenance(self) -> dict:
         """:meth:`describe` and, under each weights setting (``model``, ...), that model's id, hub revision and
@@ -741,7 +733,7 @@ class _Bound:
         return getattr(self.recipe, name)
 
     def __repr__(self):
-        return f"<radrank {self.kind} {self.recipe.spec.name} ({self.recipe.settings.get('model')})>"
+        return f"<radrank {self.kind} {self.recipe.backbone.name} ({self.recipe.settings.model})>"
 
 
 class Generator(_Bound):
@@ -762,11 +754,11 @@ class Answerer(_Bound):
         return self.recipe.run(imgs, questions)
 
 
-def placement(spec: BackboneSpec, settings: dict) -> tuple:
+def placement(backbone: Backbone, settings: BackboneSettings) -> tuple:
     """(device, torch dtype) of a backbone's job from its ``device`` and ``dtype`` settings, logged."""
-    device = device_of(settings["device"])
-    dtype = dtype_of(settings["dtype"], device)
-    log_device(spec.name, device)
+    device = device_of(settings.device)
+    dtype = dtype_of(settings.dtype, device)
+    log_device(backbone.name, device)
     return device, dtype
 
 

@@ -6,7 +6,7 @@ reports transformers 4.40.
 
 **It reads images from file paths.** The tokenizer's ``from_list_format`` puts
 each image's *path* into the prompt and the model's vision code opens the file
-itself. So this backbone's ``SPEC.inputs`` is ``"paths"``: the generation job
+itself. So this backbone's ``inputs`` is ``"paths"``: the generation job
 should hand it the samples' image paths (``radrank.images.load(path, "path")``).
 It also accepts PIL images and DICOM paths: those are written as PNG files to a
 private temporary folder (DICOM windowed by :mod:`radrank.images`), removed after
@@ -35,93 +35,106 @@ left-padded (pad id: the tokenizer's, else EOS) with an attention mask.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (BackboneSpec, ImageFiles, Recipe, count_new_tokens, dtype_kwargs, fill,
-                                    greedy_config, left_pad, placement, prepare, remote_code_allowed, resolve_models)
-from radrank.errors import ConfigError
+from dataclasses import dataclass
+from typing import Literal
+
+from radrank.backbones.base import (Backbone, BackboneSettings, ImageFiles, Recipe, count_new_tokens, dtype_kwargs,
+                                    fill, greedy_config, left_pad, placement)
 from radrank.metrics.base import Resources
 from radrank.runtime.loaders import frozen
+from radrank.settings import scored
 
 REGIONS = ("Airway", "Breathing", "Cardiac", "Diaphragm",
            "Everything else (mediastinum, bones, soft tissues, lines, tubes and devices)")
 
-RECIPES = ("regions", "single")
+
+@dataclass(frozen=True)
+class CheXagent2Settings(BackboneSettings):
+    model: str = scored("StanfordAIMI/CheXagent-2-3b", "the model: a Hugging Face id or a local directory")
+    max_new_tokens: int = scored(512, "new tokens of each report call at most (greedy decoding)", minimum=1)
+    vqa_max_new_tokens: int = scored(64, "new tokens of a VQA answer at most", minimum=1)
+    recipe: Literal["regions", "single"] = scored("regions", "regions: one call per anatomical region, the texts "
+                                                             "joined; single: one call with report_prompt")
+    regions: tuple[str, ...] = scored(REGIONS, "the regions the regions recipe asks about, in order")
+    region_prompt: str = scored("Describe this chest X-ray in detail with respect to: {region}.",
+                                "the regions recipe's instruction ({region} filled in)")
+    report_prompt: str = scored("Write the findings section of the radiology report for this chest X-ray.",
+                                "the single recipe's instruction")
+    indication_prefix: str = scored("Indication: {indication}\n", "put before every instruction when use_indication "
+                                                                   "is on ({indication} filled in)")
+    impression_prompt: str | None = scored(None, "a text-only call for an impression ({findings} filled in; null: "
+                                                 "findings only), e.g. 'Summarise these findings as an impression: "
+                                                 "{findings}'")
+    vqa_prompt: str = scored("{question}", "the VQA instruction ({question} filled in)")
+    system_prompt: str = scored("You are a helpful assistant.", "the system turn")
+    image_dir: str | None = scored(None, "where PNGs of PIL / DICOM inputs are written (null: the system temporary "
+                                         "folder)")
+
+    def check(self, where):
+        super().check(where)
+        if self.recipe == "regions" and not self.regions:
+            raise self.fail(where, "regions", "is empty (the regions recipe asks about each region)")
 
 
-def check_settings(settings: dict, where: str):
-    """The report recipe is one of :data:`RECIPES`, and the region recipe has regions."""
-    if settings["recipe"] not in RECIPES:
-        raise ConfigError(f"{where}.recipe must be one of {list(RECIPES)}, not {settings['recipe']!r}")
-    if settings["recipe"] == "regions" and not settings["regions"]:
-        raise ConfigError(f"{where}.regions is empty (the regions recipe asks about each region)")
+class CheXagent2Backbone(Backbone):
+    name = "chexagent2"
+    description = "CheXagent-2 3B (Stanford AIMI): findings by anatomical region, and VQA; reads image files"
+    family = "gen-chexagent"
+    Settings = CheXagent2Settings
+    default_resources = Resources(mem_mb=24000, runtime_min=360, threads=4, gpu=1)
+    tasks = ("report", "vqa")
+    inputs = "paths"
+    remote_code = True
+    packages = ("torch", "transformers")
+    version = "1"
+    vllm_note = ("CheXagent-2 runs model code shipped with its checkpoint (trust_remote_code), which vLLM does "
+                 "not implement")
+
+    def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
+        """A CheXagent-2 generator or answerer. Needs the model on the ``trust_remote_code`` allow-list."""
+        s = self.prepare(settings, task)
+        resolved = self.resolve(s, runtime)
+        path = resolved["model"].directory
+        trust = self.remote_code_allowed(s.model, allow_list)
+        device, dtype = placement(self, s)
+        tokenizer, model = _load_components(path, trust, device, dtype)
+        return CheXagent2(s, task, model=model, tokenizer=tokenizer, resolved=resolved, device=device,
+                          dtype=dtype).callable()
 
 
-SPEC = BackboneSpec(
-    name="chexagent2",
-    description="CheXagent-2 3B (Stanford AIMI): findings by anatomical region, and VQA; reads image files",
-    env="gen-chexagent",
-    model="StanfordAIMI/CheXagent-2-3b",
-    settings={
-        "model": "StanfordAIMI/CheXagent-2-3b",
-        "revision": None,
-        "dtype": "auto",
-        "device": "auto",
-        "batch_size": 8,
-        "max_new_tokens": 512,
-        "vqa_max_new_tokens": 64,
-        "use_indication": False,
-        "max_images": None,
-        "recipe": "regions",  # "regions" (one call per region, joined) or "single"
-        "regions": list(REGIONS),
-        "region_prompt": "Describe this chest X-ray in detail with respect to: {region}.",
-        "report_prompt": "Write the findings section of the radiology report for this chest X-ray.",
-        "indication_prefix": "Indication: {indication}\n",
-        "impression_prompt": None,  # e.g. "Summarise these findings as an impression: {findings}"
-        "vqa_prompt": "{question}",
-        "system_prompt": "You are a helpful assistant.",
-        "image_dir": None,  # where PNGs of PIL / DICOM inputs are written (None: the system temp folder)
-    },
-    resources=Resources(mem_mb=24000, runtime_min=360, threads=4, gpu=1),
-    tasks=("report", "vqa"),
-    inputs="paths",
-    remote_code=True,
-    packages=("torch", "transformers"),
-    version="1",
-    vllm_note=("CheXagent-2 runs model code shipped with its checkpoint (trust_remote_code), which vLLM does "
-               "not implement"),
-    check=check_settings,
-)
+BACKBONE = CheXagent2Backbone()
 
 
 class CheXagent2(Recipe):
     def __init__(self, settings, task, *, model, tokenizer, device, dtype, resolved=None):
-        super().__init__(SPEC, settings, task, resolved=resolved, device=device)
+        super().__init__(BACKBONE, settings, task, resolved=resolved, device=device)
         self.model, self.tokenizer, self.dtype = model, tokenizer, dtype
         pad = tokenizer.pad_token_id if getattr(tokenizer, "pad_token_id", None) is not None else \
             getattr(tokenizer, "eos_token_id", None)
         self.pad_id = 0 if pad is None else int(pad)
-        n = settings["vqa_max_new_tokens"] if task == "vqa" else settings["max_new_tokens"]
+        n = self.settings.vqa_max_new_tokens if task == "vqa" else self.settings.max_new_tokens
         self.generation_config = greedy_config(model, n, pad_token_id=self.pad_id)
-        self.files = ImageFiles(settings["image_dir"], prefix="radrank-chexagent-")
+        self.files = ImageFiles(self.settings.image_dir, prefix="radrank-chexagent-")
 
     # -- prompts: a list of instructions per sample (one per region in the "regions" recipe)
     def _prefix(self, indication):
-        return fill(self.settings["indication_prefix"], indication=indication) if indication else ""
+        return fill(self.settings.indication_prefix, indication=indication) if indication else ""
 
     def report_prompt(self, indication):
         prefix = self._prefix(indication)
-        if self.settings["recipe"] == "single":
-            return [prefix + self.settings["report_prompt"]]
-        return [prefix + fill(self.settings["region_prompt"], region=r) for r in self.settings["regions"]]
+        if self.settings.recipe == "single":
+            return [prefix + self.settings.report_prompt]
+        return [prefix + fill(self.settings.region_prompt, region=r) for r in self.settings.regions]
 
     def vqa_prompt(self, question):
-        return [fill(self.settings["vqa_prompt"], question=question)]
+        return [fill(self.settings.vqa_prompt, question=question)]
 
     def query(self, paths, instruction, position: int) -> list:
         """Token ids of one chat (the batch's ``position``-th sample): system turn, then the images (by path)
         and the instruction."""
         items = [{"image": p} for p in paths] + [{"text": instruction}]
         query = self.tokenizer.from_list_format(items) if paths else instruction
-        conv = [{"from": "system", "value": self.settings["system_prompt"]}, {"from": "human", "value": query}]
+        conv = [{"from": "system", "value": self.settings.system_prompt}, {"from": "human", "value": query}]
         self.note(position, query)
         ids = self.tokenizer.apply_chat_template(conv, add_generation_prompt=True)
         if hasattr(ids, "tolist"):
@@ -156,9 +169,9 @@ class CheXagent2(Recipe):
         finally:
             self.files.cleanup()
         findings = [" ".join(t for t in p if t).strip() for p in parts]
-        if self.task == "vqa" or not self.settings["impression_prompt"]:
+        if self.task == "vqa" or not self.settings.impression_prompt:
             return findings
-        impressions = self._run_queries([self.query([], fill(self.settings["impression_prompt"], findings=f), j)
+        impressions = self._run_queries([self.query([], fill(self.settings.impression_prompt, findings=f), j)
                                          for j, f in enumerate(findings)])
         return [f"FINDINGS: {f}\n\nIMPRESSION: {i}" for f, i in zip(findings, impressions)]
 
@@ -171,14 +184,3 @@ def _load_components(path, trust: bool, device: str, dtype):
                                                  **dtype_kwargs(dtype))
     return tokenizer, frozen(model, device, dtype)
 
-
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
-    """A CheXagent-2 generator or answerer. Needs the model on the ``trust_remote_code`` allow-list."""
-    s = prepare(SPEC, settings, task)
-    resolved = resolve_models(SPEC, s, runtime)
-    path = resolved["model"].directory
-    trust = remote_code_allowed(SPEC, s["model"], trust_remote_code_allow_list)
-    device, dtype = placement(SPEC, s)
-    tokenizer, model = _load_components(path, trust, device, dtype)
-    return CheXagent2(s, task, model=model, tokenizer=tokenizer, resolved=resolved, device=device,
-                      dtype=dtype).callable()

@@ -34,40 +34,68 @@ from __future__ import annotations
 
 import importlib.util
 
-from radrank.backbones.base import (BackboneSpec, BackboneUnavailable, Recipe, count_new_tokens, fill, greedy_config,
-                                    placement, prepare, resolve_models)
+from dataclasses import dataclass
+from typing import Literal
+
+from radrank.backbones.base import (Backbone, BackboneSettings, BackboneUnavailable, Recipe, count_new_tokens, fill,
+                                    greedy_config, placement)
 from radrank.errors import ConfigError
 from radrank.metrics.base import Resources
+from radrank.settings import scored
 
-SPEC = BackboneSpec(
-    name="llava_rad",
-    description="LLaVA-Rad (BiomedCLIP-CXR + Vicuna-7B LoRA): findings from a frontal image and the indication",
-    env="gen-llavarad",
-    model="microsoft/llava-rad",
-    settings={
-        "model": "microsoft/llava-rad",
-        "model_base": "lmsys/vicuna-7b-v1.5",
-        "revision": None,
-        "dtype": "fp16",  # the llava builder loads fp16
-        "device": "auto",
-        "batch_size": 8,
-        "max_new_tokens": 256,
-        "use_indication": True,
-        "max_images": 1,
-        "conv_mode": "v1",
-        "report_prompt": "Describe the findings of this chest X-ray.",
-        "report_prompt_with_indication": "Describe the findings of this chest X-ray. Indication: {indication}",
-    },
-    resources=Resources(mem_mb=40000, runtime_min=360, threads=4, gpu=1),
-    tasks=("report",),
-    inputs="pil",
-    remote_code=False,
-    weights=("model", "model_base"),
-    packages=("torch", "transformers", "llava", "peft", "open_clip_torch"),
-    version="1",
-    vllm_note=("LLaVA-Rad loads through its own llava package (a BiomedCLIP image encoder on Vicuna), not as a "
-               "checkpoint vLLM can serve"),
-)
+
+@dataclass(frozen=True)
+class LlavaRadSettings(BackboneSettings):
+    model: str = scored("microsoft/llava-rad", "the LLaVA-Rad repository (adapter, projector, config): a Hugging "
+                                               "Face id or a local directory")
+    model_base: str = scored("lmsys/vicuna-7b-v1.5", "the base model the LoRA is merged into: a Hugging Face id or "
+                                                     "a local directory")
+    dtype: Literal["auto", "fp32", "bf16", "fp16", "float32", "bfloat16", "float16"] = scored(
+        "fp16", "model precision (the llava builder loads fp16)")
+    max_new_tokens: int = scored(256, "new tokens of a report at most (greedy decoding)", minimum=1)
+    use_indication: bool = scored(True, "put the sample's indication into the prompt (LLaVA-Rad was trained "
+                                        "with it)")
+    max_images: int | None = scored(1, "images per sample (LLaVA-Rad reads the first, frontal)", minimum=1)
+    conv_mode: str = scored("v1", "the llava package's conversation template")
+    report_prompt: str = scored("Describe the findings of this chest X-ray.", "the instruction")
+    report_prompt_with_indication: str = scored(
+        "Describe the findings of this chest X-ray. Indication: {indication}",
+        "the instruction when use_indication is on and the sample has one ({indication} filled in)")
+
+
+class LlavaRadBackbone(Backbone):
+    name = "llava_rad"
+    description = "LLaVA-Rad (BiomedCLIP-CXR + Vicuna-7B LoRA): findings from a frontal image and the indication"
+    family = "gen-llavarad"
+    Settings = LlavaRadSettings
+    default_resources = Resources(mem_mb=40000, runtime_min=360, threads=4, gpu=1)
+    tasks = ("report",)
+    inputs = "pil"
+    weight_settings = ("model", "model_base")
+    packages = ("torch", "transformers", "llava", "peft", "open_clip_torch")
+    version = "1"
+    vllm_note = ("LLaVA-Rad loads through its own llava package (a BiomedCLIP image encoder on Vicuna), not as a "
+                 "checkpoint vLLM can serve")
+
+    def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
+        """A LLaVA-Rad generator (needs LLaVA-Rad's ``llava`` package in the environment)."""
+        s = self.prepare(settings, task)
+        llava = llava_modules()
+        resolved = self.resolve(s, runtime)
+        path, base = resolved["model"].directory, resolved["model_base"].directory
+        from llava.model.builder import load_pretrained_model
+
+        device, dtype = placement(self, s)
+        # model_name must contain "llavarad" for the builder to take the LoRA path; one device, no
+        # device_map="auto".
+        tokenizer, model, image_processor, _ = load_pretrained_model(str(path), str(base), "llavarad",
+                                                                     device_map={"": device}, device=device)
+        model = model.to(device=device, dtype=dtype).eval()
+        return LlavaRad(s, model=model, tokenizer=tokenizer, image_processor=image_processor, llava=llava,
+                        resolved=resolved, device=device, dtype=dtype).callable()
+
+
+BACKBONE = LlavaRadBackbone()
 
 INSTALL_HINT = ("LLaVA-Rad runs through its own `llava` package, which is not installed in this environment. "
                 "Install it into the gen-llavarad environment: `pip install --no-deps "
@@ -93,34 +121,34 @@ def llava_modules():
 
 class LlavaRad(Recipe):
     def __init__(self, settings, *, model, tokenizer, image_processor, llava, resolved, device, dtype):
-        super().__init__(SPEC, settings, "report", resolved=resolved, device=device)
-        if settings["conv_mode"] not in llava["conv_templates"]:
-            raise ConfigError(f"backbone_settings.llava_rad.conv_mode {settings['conv_mode']!r} is not a template of "
+        super().__init__(BACKBONE, settings, "report", resolved=resolved, device=device)
+        if self.settings.conv_mode not in llava["conv_templates"]:
+            raise ConfigError(f"backbone_settings.llava_rad.conv_mode {self.settings.conv_mode!r} is not a template of "
                               f"the llava package ({sorted(llava['conv_templates'])})")
         self.model, self.tokenizer, self.image_processor = model, tokenizer, image_processor
         self.llava, self.dtype = llava, dtype
         pad = getattr(tokenizer, "pad_token_id", None)
         eos = getattr(tokenizer, "eos_token_id", None)
         self.pad_id = pad if pad is not None else (eos if eos is not None else 0)
-        self.generation_config = greedy_config(model, settings["max_new_tokens"], pad_token_id=self.pad_id)
+        self.generation_config = greedy_config(model, self.settings.max_new_tokens, pad_token_id=self.pad_id)
 
     def report_prompt(self, indication):
         if indication:
-            return fill(self.settings["report_prompt_with_indication"], indication=indication)
-        return self.settings["report_prompt"]
+            return fill(self.settings.report_prompt_with_indication, indication=indication)
+        return self.settings.report_prompt
 
     def render(self, instruction: str) -> str:
         L = self.llava
         image = L["DEFAULT_IMAGE_TOKEN"]
         if getattr(self.model.config, "mm_use_im_start_end", False):
             image = L["DEFAULT_IM_START_TOKEN"] + image + L["DEFAULT_IM_END_TOKEN"]
-        conv = L["conv_templates"][self.settings["conv_mode"]].copy()
+        conv = L["conv_templates"][self.settings.conv_mode].copy()
         conv.append_message(conv.roles[0], image + "\n" + instruction)
         conv.append_message(conv.roles[1], None)
         return conv.get_prompt()
 
     def stop_string(self) -> str | None:
-        conv = self.llava["conv_templates"][self.settings["conv_mode"]]
+        conv = self.llava["conv_templates"][self.settings.conv_mode]
         return getattr(conv, "sep2", None) or getattr(conv, "sep", None)
 
     def prepare_images(self, images):
@@ -167,19 +195,3 @@ class LlavaRad(Recipe):
                 out_text[i] = text
         return out_text
 
-
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
-    """A LLaVA-Rad generator (needs LLaVA-Rad's ``llava`` package in the environment)."""
-    s = prepare(SPEC, settings, task)
-    llava = llava_modules()
-    resolved = resolve_models(SPEC, s, runtime)
-    path, base = resolved["model"].directory, resolved["model_base"].directory
-    from llava.model.builder import load_pretrained_model
-
-    device, dtype = placement(SPEC, s)
-    # model_name must contain "llavarad" for the builder to take the LoRA path; one device, no device_map="auto".
-    tokenizer, model, image_processor, _ = load_pretrained_model(str(path), str(base), "llavarad",
-                                                                 device_map={"": device}, device=device)
-    model = model.to(device=device, dtype=dtype).eval()
-    return LlavaRad(s, model=model, tokenizer=tokenizer, image_processor=image_processor, llava=llava,
-                    resolved=resolved, device=device, dtype=dtype).callable()

@@ -28,55 +28,73 @@ which is how the processor assigns them to the ``<image>`` slots.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (BackboneSpec, Recipe, dtype_kwargs, greedy_config, indication_text, placement,
-                                    prepare, remote_code_allowed, resolve_models)
+from dataclasses import dataclass
+
+from radrank.backbones.base import (Backbone, BackboneSettings, Recipe, dtype_kwargs, greedy_config, indication_text,
+                                    placement)
 from radrank.errors import ConfigError
 from radrank.metrics.base import Resources
 from radrank.runtime.loaders import frozen
+from radrank.settings import scored
 
-SPEC = BackboneSpec(
-    name="maira2",
-    description="MAIRA-2 (RAD-DINO + Vicuna-7B): findings from frontal (+ lateral) image and indication",
-    env="gen-maira2",
-    model="microsoft/maira-2",
-    settings={
-        "model": "microsoft/maira-2",
-        "revision": None,
-        "dtype": "auto",
-        "device": "auto",
-        "batch_size": 8,
-        "max_new_tokens": 300,
-        "use_indication": True,
-        "max_images": 2,  # frontal + lateral
-        "use_lateral": True,  # the sample's second image is the current lateral view
-    },
-    resources=Resources(mem_mb=40000, runtime_min=360, threads=4, gpu=1),
-    tasks=("report",),
-    inputs="pil",
-    remote_code=True,
-    packages=("torch", "transformers"),
-    version="1",
-    vllm_note=("MAIRA-2 is a LLaVA variant with a RAD-DINO (DINOv2) image encoder and its own model and processor "
-               "code (trust_remote_code); vLLM implements neither"),
-)
+
+@dataclass(frozen=True)
+class Maira2Settings(BackboneSettings):
+    model: str = scored("microsoft/maira-2", "the model: a Hugging Face id or a local directory")
+    use_indication: bool = scored(True, "put the sample's indication into MAIRA-2's INDICATION slot")
+    max_images: int | None = scored(2, "images per sample (frontal + lateral)", minimum=1)
+    use_lateral: bool = scored(True, "the sample's second image is the current lateral view")
+
+
+class Maira2Backbone(Backbone):
+    name = "maira2"
+    description = "MAIRA-2 (RAD-DINO + Vicuna-7B): findings from frontal (+ lateral) image and indication"
+    family = "gen-maira2"
+    Settings = Maira2Settings
+    default_resources = Resources(mem_mb=40000, runtime_min=360, threads=4, gpu=1)
+    tasks = ("report",)
+    inputs = "pil"
+    remote_code = True
+    packages = ("torch", "transformers")
+    version = "1"
+    vllm_note = ("MAIRA-2 is a LLaVA variant with a RAD-DINO (DINOv2) image encoder and its own model and processor "
+                 "code (trust_remote_code); vLLM implements neither")
+
+    def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
+        """A MAIRA-2 generator. Needs the model on the ``trust_remote_code`` allow-list."""
+        s = self.prepare(settings, task)
+        resolved = self.resolve(s, runtime)
+        path = resolved["model"].directory
+        trust = self.remote_code_allowed(s.model, allow_list)
+        from transformers import AutoModelForCausalLM, AutoProcessor
+
+        device, dtype = placement(self, s)
+        processor = AutoProcessor.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True,
+                                                     **dtype_kwargs(dtype))
+        model = frozen(model, device, dtype)
+        return Maira2(s, model=model, processor=processor, resolved=resolved, device=device, dtype=dtype).callable()
+
+
+BACKBONE = Maira2Backbone()
 
 SLOTS = ("indication", "technique", "comparison")
 
 
 class Maira2(Recipe):
     def __init__(self, settings, *, model, processor, resolved, device, dtype):
-        super().__init__(SPEC, settings, "report", resolved=resolved, device=device)
+        super().__init__(BACKBONE, settings, "report", resolved=resolved, device=device)
         for method in ("format_reporting_input",):
             if not hasattr(processor, method):
                 raise ConfigError(
-                    f"backbone 'maira2': the processor of {settings['model']!r} ({type(processor).__name__}) has no "
+                    f"backbone 'maira2': the processor of {self.settings.model!r} ({type(processor).__name__}) has no "
                     f"{method}(); is this a MAIRA-2 checkpoint (with its processing_maira2.py)?")
         self.model, self.processor, self.dtype = model, processor, dtype
         tok = processor.tokenizer
         tok.padding_side = "left"
         if tok.pad_token_id is None:
             tok.pad_token = tok.unk_token or tok.eos_token
-        self.generation_config = greedy_config(model, settings["max_new_tokens"], pad_token_id=tok.pad_token_id)
+        self.generation_config = greedy_config(model, self.settings.max_new_tokens, pad_token_id=tok.pad_token_id)
 
     def context_of(self, value):
         """The sample's INDICATION / TECHNIQUE / COMPARISON slots (a mapping, or the indication text)."""
@@ -85,7 +103,7 @@ class Maira2(Recipe):
         if unknown:
             raise ValueError(f"backbone 'maira2': unknown context field(s) {unknown}; known: {list(SLOTS)}")
         slots = {k: indication_text(fields.get(k)) for k in SLOTS}
-        if not self.settings["use_indication"]:
+        if not self.settings.use_indication:
             slots["indication"] = None
         return slots
 
@@ -94,7 +112,7 @@ class Maira2(Recipe):
 
     def prepare_images(self, images):
         images = [im.convert("RGB") if getattr(im, "mode", "RGB") not in ("RGB", "L") else im for im in images]
-        return images[:2] if self.settings["use_lateral"] else images[:1]
+        return images[:2] if self.settings.use_lateral else images[:1]
 
     def format(self, images, slots) -> tuple:
         return self.processor.format_reporting_input(
@@ -123,18 +141,3 @@ class Maira2(Recipe):
             results.append(value.strip())
         return results
 
-
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
-    """A MAIRA-2 generator. Needs the model on the ``trust_remote_code`` allow-list."""
-    s = prepare(SPEC, settings, task)
-    resolved = resolve_models(SPEC, s, runtime)
-    path = resolved["model"].directory
-    trust = remote_code_allowed(SPEC, s["model"], trust_remote_code_allow_list)
-    from transformers import AutoModelForCausalLM, AutoProcessor
-
-    device, dtype = placement(SPEC, s)
-    processor = AutoProcessor.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(str(path), trust_remote_code=trust, local_files_only=True,
-                                                 **dtype_kwargs(dtype))
-    model = frozen(model, device, dtype)
-    return Maira2(s, model=model, processor=processor, resolved=resolved, device=device, dtype=dtype).callable()

@@ -34,47 +34,68 @@ request list.
 
 from __future__ import annotations
 
-from radrank.backbones.base import (VLLM_GENERATION_SETTINGS, BackboneSpec, Recipe, dtype_kwargs, fill, greedy_config,
-                                    placement, prepare, resolve_models, transformers_major, uses_vllm)
+from dataclasses import dataclass
+from typing import Literal
+
+from radrank.backbones.base import (Backbone, Recipe, VLLMBackboneSettings, dtype_kwargs, fill, greedy_config,
+                                    placement, transformers_major)
 from radrank.backbones.vllm_recipe import VLLMRecipe, load_engine
 from radrank.metrics.base import Resources
 from radrank.runtime.loaders import frozen, generation_config_of
-
-SPEC = BackboneSpec(
-    name="medgemma",
-    description="MedGemma 4B instruction-tuned (Gemma 3 VLM): findings/report generation and VQA",
-    env="gen-medgemma",
-    model="google/medgemma-4b-it",
-    settings={
-        "model": "google/medgemma-4b-it",  # Hugging Face id or local directory
-        "revision": None,  # hub revision (commit / tag) when model is an id
-        "dtype": "auto",  # auto (bf16 on CUDA, fp32 on CPU), bf16, fp16, fp32
-        "device": "auto",  # auto (first visible CUDA device, else CPU), cuda, cuda:N, cpu
-        "batch_size": 8,
-        "max_new_tokens": 300,
-        "vqa_max_new_tokens": 64,
-        "use_indication": False,
-        "max_images": None,  # images per sample (None: all, in the dataset's order)
-        "report_prompt": "Write the findings section of the radiology report for this chest X-ray.",
-        "report_prompt_with_indication": ("Clinical indication: {indication}\n"
-                                          "Write the findings section of the radiology report for this chest "
-                                          "X-ray."),
-        "vqa_prompt": "{question}\nAnswer the question about the image concisely.",
-        "processor_backend": "pil",  # transformers 5 image-processor backend: pil (portable) or torchvision
-        **VLLM_GENERATION_SETTINGS,  # backend (hf / vllm) and vLLM's engine settings
-    },
-    resources=Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1),
-    tasks=("report", "vqa"),
-    inputs="pil",
-    remote_code=False,
-    packages=("torch", "transformers", "accelerate"),
-    version="1",
-    vllm=True,
-)
+from radrank.settings import scored
 
 
-def max_new_tokens_of(settings: dict, task: str) -> int:
-    return int(settings["vqa_max_new_tokens"] if task == "vqa" else settings["max_new_tokens"])
+@dataclass(frozen=True)
+class MedGemmaSettings(VLLMBackboneSettings):
+    model: str = scored("google/medgemma-4b-it", "the model: a Hugging Face id or a local directory")
+    vqa_max_new_tokens: int = scored(64, "new tokens of a VQA answer at most", minimum=1)
+    report_prompt: str = scored("Write the findings section of the radiology report for this chest X-ray.",
+                                "the report instruction")
+    report_prompt_with_indication: str = scored(
+        "Clinical indication: {indication}\nWrite the findings section of the radiology report for this chest X-ray.",
+        "the report instruction when use_indication is on and the sample has one ({indication} filled in)")
+    vqa_prompt: str = scored("{question}\nAnswer the question about the image concisely.",
+                             "the VQA instruction ({question} filled in)")
+    processor_backend: Literal["pil", "torchvision", "auto"] = scored(
+        "pil", "transformers 5 image-processor backend: pil (portable), torchvision, or auto (transformers' choice)")
+
+
+class MedGemmaBackbone(Backbone):
+    name = "medgemma"
+    description = "MedGemma 4B instruction-tuned (Gemma 3 VLM): findings/report generation and VQA"
+    family = "gen-medgemma"
+    Settings = MedGemmaSettings
+    default_resources = Resources(mem_mb=32000, runtime_min=240, threads=4, gpu=1)
+    tasks = ("report", "vqa")
+    inputs = "pil"
+    packages = ("torch", "transformers", "accelerate")
+    version = "1"
+
+    def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
+        """A MedGemma generator (``task="report"``) or answerer (``task="vqa"``); never runs remote code."""
+        s = self.prepare(settings, task)
+        resolved = self.resolve(s, runtime)
+        path = resolved["model"].directory
+        if self.uses_vllm(s):
+            processor = load_processor(path, s.processor_backend)
+            llm, args = load_engine(self, s, path, processor_kwargs=processor_kwargs(s.processor_backend))
+            return MedGemmaVLLM(s, task, llm=llm, processor=processor, resolved=resolved, engine_args=args).callable()
+        from transformers import Gemma3ForConditionalGeneration
+
+        device, dtype = placement(self, s)
+        processor = load_processor(path, s.processor_backend)
+        model = Gemma3ForConditionalGeneration.from_pretrained(str(path), local_files_only=True,
+                                                               trust_remote_code=False, **dtype_kwargs(dtype))
+        model = frozen(model, device, dtype)
+        return MedGemma(s, task, model=model, processor=processor, resolved=resolved, device=device,
+                        dtype=dtype).callable()
+
+
+BACKBONE = MedGemmaBackbone()
+
+
+def max_new_tokens_of(settings: MedGemmaSettings, task: str) -> int:
+    return int(settings.vqa_max_new_tokens if task == "vqa" else settings.max_new_tokens)
 
 
 def rgb(images) -> list:
@@ -86,11 +107,11 @@ class MedGemmaPrompts:
 
     def report_prompt(self, indication):
         if indication:
-            return fill(self.settings["report_prompt_with_indication"], indication=indication)
-        return self.settings["report_prompt"]
+            return fill(self.settings.report_prompt_with_indication, indication=indication)
+        return self.settings.report_prompt
 
     def vqa_prompt(self, question):
-        return fill(self.settings["vqa_prompt"], question=question)
+        return fill(self.settings.vqa_prompt, question=question)
 
     def messages(self, prompt: str, n_images: int) -> list:
         """One user turn (no system turn): the instruction, then one image entry per image."""
@@ -104,13 +125,13 @@ class MedGemmaPrompts:
 
 class MedGemma(MedGemmaPrompts, Recipe):
     def __init__(self, settings, task, *, model, processor, resolved, device, dtype):
-        super().__init__(SPEC, settings, task, resolved=resolved, device=device)
+        super().__init__(BACKBONE, settings, task, resolved=resolved, device=device)
         self.model, self.processor, self.dtype = model, processor, dtype
         tok = processor.tokenizer
         tok.padding_side = "left"
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
-        self.max_new_tokens = max_new_tokens_of(settings, task)
+        self.max_new_tokens = max_new_tokens_of(self.settings, task)
         self.generation_config = greedy_config(model, self.max_new_tokens, pad_token_id=tok.pad_token_id)
 
     def _generate(self, batch):
@@ -129,13 +150,14 @@ class MedGemmaVLLM(MedGemmaPrompts, VLLMRecipe):
     """MedGemma on vLLM: the hf recipe's prompts and processor, vLLM's engine."""
 
     def __init__(self, settings, task, *, llm, processor, resolved, engine_args: dict):
+        settings = BACKBONE.coerce(settings)
         gen = generation_config_of(resolved["model"].directory)
         eos = gen.get("eos_token_id")
         eos = list(eos) if isinstance(eos, (list, tuple)) else [eos] if eos is not None else []
         tok = processor.tokenizer
         if tok.eos_token_id is not None and tok.eos_token_id not in eos:
             eos.append(tok.eos_token_id)
-        super().__init__(SPEC, settings, task, llm=llm, tokenizer=tok, resolved=resolved,
+        super().__init__(BACKBONE, settings, task, llm=llm, tokenizer=tok, resolved=resolved,
                          engine_args=engine_args, max_new_tokens=max_new_tokens_of(settings, task),
                          eos_token_ids=eos, repetition_penalty=gen.get("repetition_penalty"))
         self.processor = processor
@@ -162,22 +184,3 @@ def load_processor(path, backend: str = "pil"):
         kwargs.pop("use_fast", None)
         return AutoProcessor.from_pretrained(str(path), **kwargs)
 
-
-def load(settings: dict | None = None, trust_remote_code_allow_list=(), task: str = "report", runtime=None):
-    """A MedGemma generator (``task="report"``) or answerer (``task="vqa"``); never runs remote code."""
-    s = prepare(SPEC, settings, task)
-    resolved = resolve_models(SPEC, s, runtime)
-    path = resolved["model"].directory
-    if uses_vllm(s):
-        processor = load_processor(path, s["processor_backend"])
-        llm, args = load_engine(SPEC, s, path, processor_kwargs=processor_kwargs(s["processor_backend"]))
-        return MedGemmaVLLM(s, task, llm=llm, processor=processor, resolved=resolved, engine_args=args).callable()
-    from transformers import Gemma3ForConditionalGeneration
-
-    device, dtype = placement(SPEC, s)
-    processor = load_processor(path, s["processor_backend"])
-    model = Gemma3ForConditionalGeneration.from_pretrained(str(path), local_files_only=True,
-                                                           trust_remote_code=False, **dtype_kwargs(dtype))
-    model = frozen(model, device, dtype)
-    return MedGemma(s, task, model=model, processor=processor, resolved=resolved, device=device,
-                    dtype=dtype).callable()

@@ -1,6 +1,6 @@
 """Generation backbones served by vLLM (``backbone_settings.<backbone>.backend: vllm``).
 
-A backbone whose architecture vLLM implements (``SPEC.vllm``: MedGemma, i.e.
+A backbone whose architecture vLLM implements (``Backbone.vllm``: MedGemma, i.e.
 Gemma 3 multimodal) can generate with vLLM's offline engine instead of
 transformers' ``generate``: continuous batching over the whole call, paged
 attention, prefix caching (every prompt starts with the same chat turn and
@@ -24,11 +24,11 @@ on tiny random Gemma 3 models.
 * **Images per prompt**: vLLM sizes its encoder cache for at most
   ``max_images`` (else ``vllm_max_images``) images per prompt; a sample with
   more images fails with a message naming the setting.
-* Settings besides the backbone's own: :data:`radrank.backbones.base.VLLM_GENERATION_SETTINGS`
-  (vLLM's engine settings as the judges have them, :class:`radrank.engine.VLLMSettings`,
+* Settings besides the backbone's own: :class:`radrank.backbones.base.VLLMBackboneSettings`
+  (vLLM's engine settings as the judges have them, :class:`radrank.runtime.generators.VLLMSettings`,
   with defaults for image prompts), checked with the backbone's settings when the workflow
-  loads; the engine arguments come from :func:`radrank.runtime.loaders.vllm_args`, as the
-  judges' do.
+  loads; the engine arguments come from :func:`radrank.runtime.generators.vllm_engine_args`, as
+  the judges' do.
 
 vllm is imported only when a backbone loads with ``backend: vllm``, in the
 ``vllm`` environment family.
@@ -39,20 +39,15 @@ from __future__ import annotations
 import importlib.util
 import logging
 
-from radrank.backbones.base import Recipe, check_outputs, model_impl_of_value
+from radrank.backbones.base import Recipe, check_outputs
 from radrank.errors import ConfigError
-from radrank.runtime.loaders import start_vllm, vllm_args, vllm_version
+from radrank.runtime.generators import vllm_engine_args
+from radrank.runtime.loaders import start_vllm, vllm_version
 
 log = logging.getLogger("radrank")
 
-# The backbone settings that are vLLM engine arguments of the same name (radrank.runtime.loaders.vllm_args).
-ENGINE_SETTINGS = ("max_model_len", "gpu_memory_utilization", "tensor_parallel_size", "max_num_seqs", "enforce_eager",
-                   "cpu_kv_cache_gb")
-
-
-def model_impl_of(setting) -> tuple[str, str]:
-    """(vLLM's ``model_impl``, why) for the ``model_impl`` setting."""
-    value = model_impl_of_value(setting)
+def model_impl_of(value: str) -> tuple[str, str]:
+    """(vLLM's ``model_impl``, why) for the ``model_impl`` setting (auto, vllm or transformers)."""
     # vLLM's own multimodal model files import transformers' torchvision image processors; without
     # torchvision (vLLM's CPU build as locked here) the Transformers backend serves the same weights.
     has_torchvision = importlib.util.find_spec("torchvision") is not None
@@ -66,11 +61,11 @@ def model_impl_of(setting) -> tuple[str, str]:
     return "vllm", "vLLM's own implementation"
 
 
-def engine_args(path, settings: dict, *, images_per_prompt: int, processor_kwargs: dict | None = None) -> dict:
-    """Keyword arguments of ``vllm.LLM`` for a backbone's model directory and settings."""
-    engine = {key: settings[key] for key in ENGINE_SETTINGS if settings.get(key) is not None}
-    args = vllm_args(path, dtype=settings.get("dtype"), cuda_dtype="bf16", **engine)
-    impl, why = model_impl_of(settings.get("model_impl"))
+def engine_args(path, settings, *, images_per_prompt: int, processor_kwargs: dict | None = None) -> dict:
+    """Keyword arguments of ``vllm.LLM`` for a backbone's model directory and settings
+    (:class:`~radrank.backbones.base.VLLMBackboneSettings`)."""
+    args = vllm_engine_args(path, settings, cuda_dtype="bf16", dtype_setting=settings.dtype)
+    impl, why = model_impl_of(settings.model_impl)
     # vLLM tokenises text prompts and runs the checkpoint's processor on the images itself: it needs the
     # tokenizer (the judges hand it token ids instead). The processor is loaded with the hf recipe's
     # image-processor options (mm_processor_kwargs reach AutoProcessor.from_pretrained).
@@ -92,10 +87,10 @@ class VLLMRecipe(Recipe):
     samples to vLLM, which schedules them itself (``max_num_seqs`` at a time).
     """
 
-    def __init__(self, spec, settings, task, *, llm, tokenizer, resolved: dict, engine_args: dict, max_new_tokens: int,
-                 eos_token_ids, repetition_penalty=None):
+    def __init__(self, backbone, settings, task, *, llm, tokenizer, resolved: dict, engine_args: dict,
+                 max_new_tokens: int, eos_token_ids, repetition_penalty=None):
         device = "cpu" if engine_args.get("kv_cache_memory_bytes") else "cuda"
-        super().__init__(spec, settings, task, resolved=resolved, device=device)
+        super().__init__(backbone, settings, task, resolved=resolved, device=device)
         self.llm, self.tokenizer, self.engine_args = llm, tokenizer, engine_args
         self.max_new_tokens = int(max_new_tokens)
         self.eos_ids = [int(x) for x in eos_token_ids]
@@ -128,9 +123,9 @@ class VLLMRecipe(Recipe):
         requests = []
         for j, (images, prompt) in enumerate(batch):
             if len(images) > self.images_per_prompt:  # (with max_images set, samples are cut to it)
-                raise ConfigError(f"backbone {self.spec.name!r} on vLLM: a sample has {len(images)} images but the "
+                raise ConfigError(f"backbone {self.backbone.name!r} on vLLM: a sample has {len(images)} images but the "
                                   f"engine admits {self.images_per_prompt} per prompt; raise "
-                                  f"backbone_settings.{self.spec.name}.vllm_max_images (or set max_images to cut "
+                                  f"backbone_settings.{self.backbone.name}.vllm_max_images (or set max_images to cut "
                                   f"samples)")
             text = self.render(prompt, len(images))
             self.note(j, text)
@@ -147,16 +142,16 @@ class VLLMRecipe(Recipe):
             if o.outputs[0].finish_reason == "length" and len(ids) < self.max_new_tokens:
                 # vLLM stops an answer silently where prompt + answer reach max_model_len; the hf
                 # recipe would have gone on, so the two backends would differ.
-                raise ConfigError(f"backbone {self.spec.name!r} on vLLM: a prompt of {len(o.prompt_token_ids)} "
+                raise ConfigError(f"backbone {self.backbone.name!r} on vLLM: a prompt of {len(o.prompt_token_ids)} "
                                   f"tokens leaves {len(ids)} of the {self.max_new_tokens} new tokens asked for "
                                   f"within max_model_len {self.engine_args.get('max_model_len')}; raise "
-                                  f"backbone_settings.{self.spec.name}.max_model_len to at least "
+                                  f"backbone_settings.{self.backbone.name}.max_model_len to at least "
                                   f"{len(o.prompt_token_ids) + self.max_new_tokens}")
             cut = next((k for k, t in enumerate(ids) if t in eos), None)
             ids = ids if cut is None else ids[:cut]
             self.stats["new_tokens"] += len(ids) + (cut is not None)
             texts.append(self.tokenizer.decode(ids, skip_special_tokens=True).strip())
-        return check_outputs(texts, len(batch), f"backbone {self.spec.name!r} on vLLM")
+        return check_outputs(texts, len(batch), f"backbone {self.backbone.name!r} on vLLM")
 
     def describe(self) -> dict:
         prov = super().describe()
@@ -168,11 +163,11 @@ class VLLMRecipe(Recipe):
         return prov
 
 
-def load_engine(spec, settings: dict, path, *, processor_kwargs: dict | None = None):
+def load_engine(backbone, settings, path, *, processor_kwargs: dict | None = None):
     """(vllm.LLM, its engine arguments) for a backbone's resolved model directory, started once per job."""
-    images = settings.get("max_images") or settings.get("vllm_max_images") or 1
+    images = settings.max_images or settings.vllm_max_images
     args = engine_args(path, settings, images_per_prompt=int(images), processor_kwargs=processor_kwargs)
     tp = int(args.get("tensor_parallel_size", 1))
-    log.info("backbone %s: %s on vLLM (%s, %s, tensor parallel %d)", spec.name, settings["model"],
+    log.info("backbone %s: %s on vLLM (%s, %s, tensor parallel %d)", backbone.name, settings.model,
              vllm_version(), args["dtype"], tp)
     return start_vllm(args), args

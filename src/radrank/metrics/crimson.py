@@ -81,9 +81,9 @@ from typing import Literal
 
 import numpy as np
 
-from radrank.engine import JudgeMetric, JudgeSettings, model_ref
 from radrank.judge_failures import failure_columns, failure_kind
 from radrank.metrics.base import Explanation, Resources, judge_failures, mean_leaf
+from radrank.metrics.judge import JudgeMetric, JudgeSettings, cache_for, model_ref
 from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
@@ -445,9 +445,9 @@ def _engine_parse(text):
 
 def load_generator(s: CRIMSONSettings, runtime):
     """The engine's generator for ``s.backend`` (hf or vllm), tokenising as the package's pipeline does."""
-    from radrank import engine
+    from radrank.runtime import generators
 
-    loaded = engine.load_generator(METRIC.weights(s)[0], s, runtime, cuda_dtype="bf16")
+    loaded = generators.load_generator(METRIC.weights(s)[0], s, runtime, cuda_dtype="bf16")
     match_pipeline_tokens(loaded.generator, "x")
     return loaded
 
@@ -459,7 +459,7 @@ def judge_engine(prompts: list[str], s: CRIMSONSettings, runtime):
     loaded = load_generator(s, runtime)
     generator, prov = loaded.generator, dict(loaded.provenance)
     requests = [render(generator.tokenizer, p) for p in prompts]
-    judgements = engine.judge(generator, requests, _engine_parse, cache=engine.cache_for(s), retry=s.retry,
+    judgements = engine.judge(generator, requests, _engine_parse, cache=cache_for(s), retry=s.retry,
                               what="crimson")
     rows = [{**(j.value if j.parsed else _unscored(j.reason or "unparsed", j.text)), "crimson_attempts": j.attempts}
             for j in judgements]

@@ -65,6 +65,8 @@ from typing import Literal
 from radrank import engine
 from radrank.judge_failures import failure_columns
 from radrank.metrics.base import BoardColumn, Explanation, Resources, count_leaf, judge_failures, mean_leaf
+from radrank.metrics.judge import JudgeMetric, JudgeSettings, cache_for, model_ref
+from radrank.runtime import generators
 from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
@@ -82,7 +84,7 @@ COLUMNS = ("green", *COUNT_COLUMNS, "green_analysis", "green_unparsed", "green_u
 
 
 @dataclass(frozen=True)
-class GREENSettings(engine.JudgeSettings):
+class GREENSettings(JudgeSettings):
     backend: Literal["hf", "vllm"] = scored("hf", "hf: radrank's transformers engine; vllm: vLLM's offline engine "
                                                   "(environment vllm) on the same token ids")
     model: str = scored("StanfordAIMI/GREEN-radllama2-7b", "the GREEN judge: a Hugging Face id or a local directory")
@@ -246,9 +248,10 @@ def render(tokenizer, prompt: str) -> str:
     return tokenizer.apply_chat_template(chat_messages(prompt), tokenize=False, add_generation_prompt=True)
 
 
-def load_generator(s: GREENSettings, runtime) -> engine.LoadedLocal:
+def load_generator(s: GREENSettings, runtime) -> generators.LoadedLocal:
     """GREEN's judge on the backend of ``s``, with upstream's tokenizer options; fp16 on CUDA as upstream."""
-    return engine.load_generator(METRIC.weights(s)[0], s, runtime, tokenizer_loader=load_tokenizer, cuda_dtype="fp16")
+    return generators.load_generator(METRIC.weights(s)[0], s, runtime, tokenizer_loader=load_tokenizer,
+                                     cuda_dtype="fp16")
 
 
 def _text(value) -> str:
@@ -270,7 +273,7 @@ def _count(value) -> str:
     return "–" if x is None else f"{x:.0f}"
 
 
-class GREEN(engine.JudgeMetric):
+class GREEN(JudgeMetric):
     name = "green"
     description = ("GREEN score per report (StanfordAIMI/GREEN-radllama2-7b; radeval's prompt, template and parser), "
                    "mean over parsed reports")
@@ -289,7 +292,7 @@ class GREEN(engine.JudgeMetric):
                     *(f"green_sig_{c}" for c in LETTERS), "green_unparsed_reason")
 
     def weights(self, s):
-        return (engine.model_ref(self.owner(), self.key("model"), s),)
+        return (model_ref(self.owner(), self.key("model"), s),)
 
     def explain(self, row) -> Explanation | None:
         """The counts the judge's answer gave (with the significant errors by kind), or why it gave none."""
@@ -323,7 +326,7 @@ class GREEN(engine.JudgeMetric):
             requests = [render(generator.tokenizer, p) for p in prompts]
         else:
             requests = [[{"role": "user", "content": p}] for p in prompts]
-        judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(s), what=self.name)
+        judgements = engine.judge(generator, requests, parse, cache=cache_for(s), what=self.name)
         out = engine.judgement_frame(self.name, pairs, judgements, values_of, ("green", *COUNT_COLUMNS),
                                      analysis=upstream().clean_responses)
         out.attrs["models"] = prov

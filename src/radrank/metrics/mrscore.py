@@ -42,7 +42,7 @@ Llama-3-8B-Instruct) must first be split into those two files.
 The reward is read at the last token of the (right-padded) input — the usual
 reward-model convention; the per-pair numbers are ``mrscore`` = sigmoid(reward)
 in (0, 1) and ``mrscore_reward`` = the raw head output. Pairs are batched by
-length (OOM halves the batch, see :mod:`radrank.engine`) and each reward is
+length (OOM halves the batch, see :mod:`radrank.runtime.generators`) and each reward is
 cached per (backbone, adapter, head, exact input).
 """
 
@@ -247,10 +247,10 @@ class RewardModel:
         self.identity = identity
 
     def rewards_ids(self, ids: list[list[int]]) -> list[float]:
-        from radrank import engine
+        from radrank.runtime.generators import length_batches_oom
 
-        return engine.length_batches_oom([len(x) for x in ids], self, lambda rows: self._batch([ids[i] for i in rows]),
-                                         max_batch_tokens=self.max_batch_tokens, what="mrscore")
+        return length_batches_oom([len(x) for x in ids], self, lambda rows: self._batch([ids[i] for i in rows]),
+                                  max_batch_tokens=self.max_batch_tokens, what="mrscore")
 
     def _batch(self, batch: list[list[int]]) -> list[float]:
         import torch
@@ -377,8 +377,8 @@ class MRScore(Metric):
         benchmarks) or the one of ``s``; each reward cached per (model identity, exact input)."""
         import pandas as pd
 
-        from radrank import engine
         from radrank.judge_cache import make_key
+        from radrank.metrics.judge import cache_for
 
         reward_model, prov = runtime.supply(self.name), {}
         if reward_model is None:
@@ -390,7 +390,7 @@ class MRScore(Metric):
         texts = build_inputs(tok, pairs["reference"].astype(str).tolist(), pairs["hypothesis"].astype(str).tolist(),
                              s)
         templated = uses_chat_template(tok, s)
-        cache = engine.cache_for(s)
+        cache = cache_for(s)
         distinct: dict = {}
         index = [distinct.setdefault(t, len(distinct)) for t in texts]
         unique = list(distinct)

@@ -49,7 +49,8 @@ from typing import Literal
 from radrank import engine
 from radrank.judge_failures import failure_columns
 from radrank.metrics.base import Resources, count_leaf, judge_failures, mean_leaf
-from radrank.runtime import WeightRef
+from radrank.metrics.judge import JudgeMetric, JudgeSettings, cache_for, model_ref
+from radrank.runtime import WeightRef, generators
 from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
@@ -88,7 +89,7 @@ COLUMNS = ("mrscore_rubric", *FLAG_COLUMNS, "mrscore_rubric_analysis", "mrscore_
 
 
 @dataclass(frozen=True)
-class BackendSettings(engine.JudgeSettings):
+class BackendSettings(JudgeSettings):
     """A judge that runs on an endpoint or a local model: the rubric judge, and the writer of MRScore's training
     candidates (:mod:`radrank.mrscore_train.candidates`)."""
 
@@ -237,9 +238,9 @@ def rubric_score(flags: dict) -> float:
 # --- backends ---------------------------------------------------------------------------------------------------
 
 
-def openai_generator(s: BackendSettings, what: str | None = None) -> engine.OpenAIGenerator:
+def openai_generator(s: BackendSettings, what: str | None = None) -> generators.OpenAIGenerator:
     """The endpoint of ``s`` (the key from the environment variable it names)."""
-    return engine.OpenAIGenerator(
+    return generators.OpenAIGenerator(
         model=s.model, api_base=s.api_base, api_key_env=s.api_key_env, max_new_tokens=s.max_new_tokens,
         concurrency=s.api_concurrency, timeout=s.api_timeout, max_retries=s.api_max_retries,
         retry_temperature=s.retry_temperature, seed=s.seed, metric=what or METRIC.name)
@@ -272,7 +273,7 @@ def make_generator(s: BackendSettings, runtime, ref: WeightRef | None, supplied=
         gen = openai_generator(s, what)
         return gen, {"backend": "openai", "model": gen.model, "api_base": gen.api_base,
                      "api_key_env": s.api_key_env}, _chat_request
-    loaded = engine.load_generator(ref, s, runtime, cuda_dtype="bf16", add_special_tokens=False)
+    loaded = generators.load_generator(ref, s, runtime, cuda_dtype="bf16", add_special_tokens=False)
     return loaded.generator, {"backend": s.backend, **loaded.provenance}, local_renderer(loaded.generator)
 
 
@@ -339,7 +340,7 @@ def constrained_verdicts(generator, requests: list[str], cache=None, what: str =
                     out.append(float(sum(logp[r, start - 1 + t, option[t]] for t in range(len(option)))))
                 return out
 
-            scores = engine.length_batches_oom([len(x) for x in seqs], generator, run,
+            scores = generators.length_batches_oom([len(x) for x in seqs], generator, run,
                                                max_batch_tokens=generator.max_batch_tokens, what=what)
             for i in range(len(todo)):
                 flags[i][key] = int(scores[2 * i + 1] > scores[2 * i])
@@ -355,7 +356,7 @@ def constrained_verdicts(generator, requests: list[str], cache=None, what: str =
     return out
 
 
-class MRScoreRubric(engine.JudgeMetric):
+class MRScoreRubric(JudgeMetric):
     name = "mrscore_rubric"
     description = ("MRScore's seven-criterion rubric (weights 30/20/20/10/10/5/5; 100 − Σ errors × weights) asked "
                    "of an LLM judge (local model or OpenAI-compatible endpoint), mean over parsed reports")
@@ -376,7 +377,7 @@ class MRScoreRubric(engine.JudgeMetric):
     def weights(self, s):
         if s.backend == "openai":
             return ()
-        return (engine.model_ref(self.owner(), self.key("model"), s),)
+        return (model_ref(self.owner(), self.key("model"), s),)
 
     def score(self, pairs, s, inputs, runtime):
         """Rubric scores per pair."""
@@ -388,9 +389,9 @@ class MRScoreRubric(engine.JudgeMetric):
         requests = [to_request(build_prompt(r, h, s.max_report_words))
                     for r, h in zip(pairs["reference"].astype(str), pairs["hypothesis"].astype(str))]
         if s.verdict == "constrained":
-            judgements = constrained_verdicts(generator, requests, engine.cache_for(s), what=self.name)
+            judgements = constrained_verdicts(generator, requests, cache_for(s), what=self.name)
         else:
-            judgements = engine.judge(generator, requests, parse, cache=engine.cache_for(s), what=self.name)
+            judgements = engine.judge(generator, requests, parse, cache=cache_for(s), what=self.name)
         out = engine.judgement_frame(self.name, pairs, judgements, values_of, ("mrscore_rubric", *FLAG_COLUMNS))
         out.attrs["models"] = prov
         return out

@@ -26,6 +26,7 @@ import numpy as np
 
 from radrank import engine
 from radrank.metrics import mrscore_rubric as rubric
+from radrank.metrics.judge import cache_for
 from radrank.settings import scored, speed
 
 log = logging.getLogger("radrank")
@@ -102,7 +103,7 @@ def write_candidates(references, tiers, s: CandidateSettings, runtime, *, ref=No
     jobs = [(r.reference_id, t, k, to_request(writer_prompt(r.reference, t.low, t.high, s.max_report_words)))
             for r in references.itertuples() for t in tiers for k in range(s.candidates_per_tier)]
     judgements = [None] * len(jobs)
-    cache = engine.cache_for(s)
+    cache = cache_for(s)
     for k in range(s.candidates_per_tier):  # one call per k: its own sampling seed
         idx = [i for i, job in enumerate(jobs) if job[2] == k]
         params = generator.params(0, temperature=s.temperature)

@@ -4,6 +4,8 @@
   check (:func:`available`), the one resolver (:func:`resolve`) and model provenance;
 * :mod:`radrank.runtime.loaders` — tokenizers, encoders, causal LMs and vLLM engines from resolved
   local directories (torch, transformers and vllm are imported inside the functions);
+* :mod:`radrank.runtime.generators` — the generators the LLM judges run on (transformers, vLLM, an
+  OpenAI-compatible endpoint) and vLLM's engine settings, shared by the judges and the backbones;
 * :class:`Runtime` — what a scoring call is given: resolution (recorded, so a test can compare what a
   metric resolved with what its ``weights(settings)`` declared), a model cache shared by every call in
   the process (a model is loaded once per job, whatever number of calls score with it), and objects

@@ -231,7 +231,7 @@ def tiny(tiny_model):
 def test_hf_end_to_end(tiny, monkeypatch, hf_engine, tmp_path):
     from CRIMSON import CRIMSONScore
 
-    from radrank.engine import LocalGenerator
+    from radrank.runtime.generators import LocalGenerator
 
     seen = []
     if hf_engine:

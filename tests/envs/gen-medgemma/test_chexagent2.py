@@ -17,7 +17,7 @@ from _strict import reference
 
 
 def _gen(task="report", **settings):
-    s = {**chexagent2.SPEC.settings, "device": "cpu", **settings}
+    s = chexagent2.BACKBONE.settings({"device": "cpu", **settings})
     tok = fakes.CheXagentTokenizer()
     model = fakes.EchoModel(tok)
     rec = chexagent2.CheXagent2(s, task, model=model, tokenizer=tok, device="cpu", dtype=None)
@@ -53,7 +53,7 @@ def test_dicom_paths_are_windowed_to_png(tmp_path):
 def test_region_recipe_concatenates_regions_in_order(cxr_images):
     gen, tok, model = _gen(batch_size=2)
     out = gen(cxr_images[:3])
-    regions = chexagent2.SPEC.settings["regions"]
+    regions = chexagent2.BACKBONE.settings({}).regions
     expected = " ".join("re:" + r.split()[-1] + "." for r in regions)  # "... with respect to: {region}."
     assert out == [expected] * 3
     assert len(model.calls) == 2 * len(regions)  # two batches, one call per region
@@ -66,8 +66,8 @@ def test_region_recipe_concatenates_regions_in_order(cxr_images):
 def test_indication_prefix_only_when_asked(cxr_images):
     gen, tok, model = _gen(recipe="single", use_indication=True)
     gen(cxr_images[:2], ["Cough.", None])
-    assert gen.last_prompts[0] == ["Indication: Cough.\n" + chexagent2.SPEC.settings["report_prompt"]]
-    assert gen.last_prompts[1] == [chexagent2.SPEC.settings["report_prompt"]]
+    assert gen.last_prompts[0] == ["Indication: Cough.\n" + chexagent2.BACKBONE.settings({}).report_prompt]
+    assert gen.last_prompts[1] == [chexagent2.BACKBONE.settings({}).report_prompt]
     off, _, _ = _gen(recipe="single")
     off(cxr_images[:2], ["Cough.", None])
     assert not any("Cough" in r for r in off.rendered)
@@ -80,7 +80,8 @@ def test_impression_step_and_vqa(cxr_images):
     ans, tok, model = _gen(task="vqa")
     assert ans(cxr_images[:2], ["Is there an effusion?", "Where is the tube?"]) == ["re:effusion?", "re:tube?"]
     assert len(model.calls) == 1
-    with pytest.raises(ConfigError, match=r"backbone_settings\.chexagent2\.recipe must be one of"):
+    with pytest.raises(ConfigError, match=r"backbone_settings\.chexagent2\.recipe: 'abcde' is not allowed; expected "
+                                          r"'regions' or 'single'"):
         backbones.load("chexagent2", {"recipe": "abcde"})  # refused with the settings, before any weights
 
 

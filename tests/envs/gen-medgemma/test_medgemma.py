@@ -42,7 +42,7 @@ def test_prompt_has_indication_only_when_asked_and_never_the_report_body(tiny_ge
     gen = _load(tiny_gemma3, use_indication=True, batch_size=2)
     gen(cxr_images, inds)
     assert gen.last_prompts[0].startswith("Clinical indication: Cough and fever.\n")
-    assert gen.last_prompts[1] == backbones.get("medgemma").settings["report_prompt"]
+    assert gen.last_prompts[1] == backbones.get("medgemma").settings({}).report_prompt
     for report, rendered in zip(REPORTS, gen.rendered):
         body = report.split("FINDINGS:")[1].split("IMPRESSION:")[0].strip()
         assert body not in rendered and body.split()[0] + " " + body.split()[1] not in rendered
@@ -50,7 +50,7 @@ def test_prompt_has_indication_only_when_asked_and_never_the_report_body(tiny_ge
     off = _load(tiny_gemma3, use_indication=False)
     off(cxr_images, inds)
     assert not any("Cough" in r or "Dyspnea" in r for r in off.rendered)
-    assert set(off.last_prompts) == {backbones.get("medgemma").settings["report_prompt"]}
+    assert set(off.last_prompts) == {backbones.get("medgemma").settings({}).report_prompt}
 
 
 def test_chat_template_one_user_turn_no_system_prompt_images_after_text(tiny_gemma3, cxr_images):
@@ -86,7 +86,7 @@ def test_loads_what_the_workflow_checks_and_records_its_provenance(tiny_gemma3, 
     rt = Runtime()
     settings = {"model": str(tiny_gemma3), "max_new_tokens": 6}
     gen = backbones.load("medgemma", settings, runtime=rt)
-    declared = backbones.weights("medgemma", backbones.settings("medgemma", settings), "entry")
+    declared = backbones.get("medgemma").weights(settings)
     assert [(r.ref, r.need, r.revision) for r in rt.resolved] == [(r.ref, r.need, r.revision) for r in declared]
     assert [available(r) for r in declared] == [None]
     prov = gen.provenance()

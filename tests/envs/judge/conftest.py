@@ -119,7 +119,7 @@ class ScriptedGenerator:
         return self.params(1, temperature=0.7)
 
     def generate(self, requests, *, params=None):
-        from radrank.engine import Generation
+        from radrank.runtime.generators import Generation
 
         self.calls.append((list(requests), params))
         out = []

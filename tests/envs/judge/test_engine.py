@@ -1,5 +1,5 @@
-"""radrank.engine and radrank.judge_cache on tiny random models: batching, padding, OOM halving,
-static cache, retry-then-NaN, and the response cache."""
+"""radrank.engine, radrank.runtime.generators and radrank.judge_cache on tiny random models: batching,
+padding, OOM halving, static cache, retry-then-NaN, and the response cache."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ def green_gen(green_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def gemma_gen(gemma_dir):
-    from radrank import engine
-    from radrank.runtime import Runtime
+    from radrank.metrics.judge import JudgeSettings, model_ref
+    from radrank.runtime import Runtime, generators
 
-    s = engine.JudgeSettings.build({"model": str(gemma_dir), "device": "cpu", "dtype": "fp32", "batch_size": 3,
-                                    "max_new_tokens": 6, "max_total_tokens": 512, "static_cache": False})
-    return engine.load_local_generator(engine.model_ref("test", "test.model", s), s, Runtime(),
-                                       add_special_tokens=False).generator
+    s = JudgeSettings.build({"model": str(gemma_dir), "device": "cpu", "dtype": "fp32", "batch_size": 3,
+                             "max_new_tokens": 6, "max_total_tokens": 512, "static_cache": False})
+    return generators.load_local_generator(model_ref("test", "test.model", s), s, Runtime(),
+                                           add_special_tokens=False).generator
 
 
 def _prompts(tok, n=7):
@@ -210,12 +210,13 @@ def test_retry_succeeds(scripted):
 def test_endpoint_errors_are_not_cached(scripted, tmp_path):
     from radrank import engine
     from radrank.judge_cache import ResponseCache
+    from radrank.runtime import generators
 
     state = {"fail": True}
 
     def answer(req, params):
         if state["fail"]:
-            return engine.Generation(text="", finished=False, error="request failed (HTTP 503)")
+            return generators.Generation(text="", finished=False, error="request failed (HTTP 503)")
         return "ok"
 
     cache = ResponseCache(tmp_path)

@@ -165,7 +165,8 @@ def test_metric_on_tiny_model(green_dir, pairs, tmp_path, monkeypatch):
     """The whole metric through the registry on a tiny random GREEN-shaped model: random answers do not
     parse, so every pair gets NaN with a reason and the job still finishes; a rerun generates nothing and
     loads nothing (answers from the response cache, the model from the process's model cache)."""
-    from radrank import engine, metrics
+    from radrank import metrics
+    from radrank.runtime import generators
 
     settings = {"model": str(green_dir), "max_new_tokens": 6, "max_total_tokens": 2048, "batch_size": 4,
                 "cache_dir": str(tmp_path / "cache")}
@@ -175,10 +176,10 @@ def test_metric_on_tiny_model(green_dir, pairs, tmp_path, monkeypatch):
     assert out["green_unparsed_reason"].str.contains("first answer: no \\[Clinically Significant Errors\\]").all()
     assert out["green_analysis"].map(lambda s: isinstance(s, str)).all()
     generated = []
-    real = engine.LocalGenerator.generate_ids
-    monkeypatch.setattr(engine.LocalGenerator, "generate_ids",
+    real = generators.LocalGenerator.generate_ids
+    monkeypatch.setattr(generators.LocalGenerator, "generate_ids",
                         lambda self, ids, **kw: generated.append(len(ids)) or real(self, ids, **kw))
-    monkeypatch.setattr(engine, "load_causal_lm", _must_not_load)
+    monkeypatch.setattr(generators, "load_causal_lm", _must_not_load)
     again = metrics.score("green", pairs, settings)
     assert generated == []
     assert again.equals(out)
@@ -195,12 +196,13 @@ def _must_not_load(*args, **kwargs):
 def test_missing_weights_fail_before_loading(pairs, monkeypatch):
     """No weights: the load-time check (weights + available) refuses them naming the key, and so does the job,
     at resolution, before any model or tokenizer is loaded."""
-    from radrank import engine, metrics
+    from radrank import metrics
+    from radrank.runtime import generators
     from radrank.errors import MissingWeightsError
     from radrank.metrics import green
     from radrank.runtime import available
 
-    monkeypatch.setattr(engine, "load_causal_lm", _must_not_load)
+    monkeypatch.setattr(generators, "load_causal_lm", _must_not_load)
     monkeypatch.setattr(green, "load_tokenizer", _must_not_load)
     for settings, why in (({}, "not in the Hugging Face cache"), ({"model": "/nonexistent/green"}, "no such local"),
                           ({"backend": "vllm"}, "not in the Hugging Face cache")):

@@ -180,10 +180,10 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
                                        "split": "findings", "models": ("m",)}, config)
     log_path = tmp_path / "job.log"
     with jobs.job_log(log_path):  # the records of every thread (the judge requests run in a pool)
-        import radrank.engine as engine
+        from radrank.runtime import generators
 
-        monkeypatch.setattr(engine.OpenAIGenerator, "__init__",
-                            _fast_backoff(engine.OpenAIGenerator.__init__))
+        monkeypatch.setattr(generators.OpenAIGenerator, "__init__",
+                            _fast_backoff(generators.OpenAIGenerator.__init__))
         out = tmp_path / "scores.parquet"
         job.run(jobs.Files(pairs=[pairs_path]), jobs.Files(scores=[out]))
         scores = io.read_parquet(out).set_index("sample_id")

@@ -76,15 +76,15 @@ def green_pair(green_dir, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def gemma_pair(gemma_dir):
-    from radrank import engine
-    from radrank.runtime import Runtime
+    from radrank.metrics.judge import JudgeSettings, model_ref
+    from radrank.runtime import Runtime, generators
 
-    s = engine.JudgeSettings.build({"model": str(gemma_dir), "device": "cpu", "dtype": "fp32", "batch_size": 3,
-                                    "max_new_tokens": 10, "max_total_tokens": 1024, "static_cache": False,
-                                    "max_model_len": 1024, "cpu_kv_cache_gb": 0.25})
-    ref = engine.model_ref("test", "test.model", s)
-    hf = engine.load_local_generator(ref, s, Runtime(), add_special_tokens=False).generator
-    vl = engine.load_vllm_generator(ref, s, Runtime(), add_special_tokens=False).generator
+    s = JudgeSettings.build({"model": str(gemma_dir), "device": "cpu", "dtype": "fp32", "batch_size": 3,
+                             "max_new_tokens": 10, "max_total_tokens": 1024, "static_cache": False,
+                             "max_model_len": 1024, "cpu_kv_cache_gb": 0.25})
+    ref = model_ref("test", "test.model", s)
+    hf = generators.load_local_generator(ref, s, Runtime(), add_special_tokens=False).generator
+    vl = generators.load_vllm_generator(ref, s, Runtime(), add_special_tokens=False).generator
     return hf, vl
 
 

@@ -96,16 +96,16 @@ def test_provenance_and_settings(green_pair):
 
 
 def test_missing_weights_fail_fast(tmp_path):
-    from radrank import engine
     from radrank.errors import MissingWeightsError
     from radrank.metrics import green
+    from radrank.runtime import generators
 
     (tmp_path / "config.json").write_text("{}")
     for model, message in (("StanfordAIMI/no-such-model", r"metric_settings\.green\.model"),
                            (str(tmp_path), "no weight file")):
         s = green.METRIC.settings({"backend": "vllm", "model": model})
         with pytest.raises(MissingWeightsError, match=message):
-            engine.load_vllm_generator(green.METRIC.weights(s)[0], s, Runtime())
+            generators.load_vllm_generator(green.METRIC.weights(s)[0], s, Runtime())
 
 
 def test_cache_key_names_the_backend(green_pair, tmp_path):
