@@ -32,15 +32,15 @@ def test_results_lists_every_leaderboard_and_the_report_with_absolute_paths(work
     for name in ("demo_cxr_findings.csv", "demo_cxr_reports.csv", "demo_clinic_findings.csv"):
         assert f"{workdir / 'results/leaderboard' / name}  (not built yet)" in out.stdout
     assert f"{workdir / 'results/report/report.md'}  (not built yet)" in out.stdout
-    assert ("Leaderboards (3: one per dataset x split of this config) and the report (5 files: index, summary and a "
-            "page per dataset x split):") in out.stdout
-    assert "8 of the 8 files this config expects are not built yet" in out.stdout
+    assert ("Leaderboards (3: one per dataset x split of this config) and the report (6 files: index, summary, appendix "
+            "and a page per dataset x split):") in out.stdout
+    assert "9 of the 9 files this config expects are not built yet" in out.stdout
     built = workdir / "results/leaderboard/demo_cxr_findings.csv"
     built.parent.mkdir(parents=True)
     built.write_text("Rank\n")
     try:
         out = radrank("results", cwd=workdir)
-        assert f"  {built}\n" in out.stdout and "7 of the 8 files this config expects are not built yet" in out.stdout
+        assert f"  {built}\n" in out.stdout and "8 of the 9 files this config expects are not built yet" in out.stdout
     finally:
         built.unlink()
 

@@ -42,7 +42,7 @@ from radrank.errors import RadrankError
 
 DEFAULT_CONFIG = Path("config") / "config.yaml"
 SLURM_PROFILE = "profiles/slurm"
-REPORT_FILES = ("results/report/report.md", "results/report/report.html")
+REPORT_FILES = ("results/report/report.md", "results/report/report.html", "results/report/appendix.md")
 LEADERBOARD = "results/leaderboard/{dataset}_{split}.csv"
 REPORT_FILES_NAMES = tuple(Path(p).name for p in REPORT_FILES)
 
@@ -347,7 +347,7 @@ def results(ns, args: list[str]) -> int:
     expected = expected_results(plan)
     n_report = len(expected_report_files(plan))
     print(f"Leaderboards ({len(expected) - n_report}: one per dataset x split of this config) and the "
-          f"report ({n_report} files: index, summary and a page per dataset x split):")
+          f"report ({n_report} files: index, summary, appendix and a page per dataset x split):")
     pages = {p.name for p in expected_report_files(plan)[len(REPORT_FILES):]}
     linked = report_pages_linked()
     missing = 0

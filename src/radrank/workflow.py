@@ -609,7 +609,8 @@ class Plan:
         """The config as far as it decides the run's numbers: every metric's settings reduced to the ones that
         change scores and every generation entry's generator to its identity (a new batch size or device is the
         same run); the ``trust_remote_code`` list only as the yes/no each of those holds for its own model."""
-        where = {"score_cache", "trust_remote_code"}  # where cached scores are kept changes no number
+        # where cached scores are kept, or the image an environment runs in, changes no number
+        where = {"score_cache", "trust_remote_code", "containers"}
         allow = tuple(self.config.get("trust_remote_code") or ())
         generation = []
         for sub in self.generations():
