@@ -252,3 +252,43 @@ def test_the_page_shows_the_failures_in_one_cell(tmp_path):
     assert cell.md.startswith("GREEN 20 of 40 failed (50%): unparsed 5, refusals 5, truncated 5, empty 5; 20 retried")
     assert "rank 1 (failures excluded), 3 (scored worst), 1 (scored best)" in cell.md
     assert "a failure policy changes this rank" in cell.html()
+
+
+def test_scored_as_worst_the_model_that_makes_the_judge_fail_loses():
+    """config leaderboard.judge_failures: worst puts the failed pairs into the statistics at the judge's worst
+    value: the worse model's trick buys nothing, and the counts and policy ranks are those of the default."""
+    from radrank.stats.failures import score_failures
+
+    scores = gamer_and_honest()
+    worst = {m: score_failures(f, [GREEN], "worst") for m, f in scores.items()}
+    assert worst["gamer"]["green"].isna().sum() == 0 and scores["gamer"]["green"].isna().sum() == 20  # a copy
+    assert worst["gamer"]["green_matched"].equals(scores["gamer"]["green_matched"])  # only the leaf's column
+    result = bootstrap(worst, metrics.leaves("green"), n_boot=200, seed=0)
+    failures = failure_accounting(scores, [GREEN], ranked=list(scores))
+    board = build_leaderboard(result.summary, {}, None, rank_by="green", fallback_rank_by="green",
+                              failures=failures).set_index("model")
+    assert board["Rank"].to_dict() == {"honest": 1, "steady": 2, "gamer": 3}
+    assert board.loc["gamer", "GREEN"] == pytest.approx(0.45, abs=1e-3)  # (20 × 0.9 + 20 × 0) / 40
+    assert board.loc["gamer", "GREEN failed"] == 20  # still counted and shown
+    with pytest.raises(ValueError, match="worst or best"):
+        score_failures(scores["gamer"], [GREEN], "excluded")
+
+
+def test_the_config_reaches_the_statistics_job(tmp_path, monkeypatch):
+    import yaml
+    from _workflow import make_workdir
+
+    from radrank.workflow import Plan, read_config
+
+    workdir = make_workdir(tmp_path / "wd")
+    monkeypatch.chdir(workdir)
+    extra = workdir / "judge_failures.yaml"
+    extra.write_text(yaml.safe_dump({"leaderboard": {"judge_failures": "worst"}}))
+    plan = Plan.from_config(read_config(["config/config.yaml", str(extra)]))
+    dataset, split = plan.groups()[0]
+    assert plan.bootstrap_job(dataset, split).judge_failures == "worst"
+    assert Plan.from_config(read_config(["config/config.yaml"])).bootstrap_job(dataset, split).judge_failures == \
+        "excluded"
+    extra.write_text(yaml.safe_dump({"leaderboard": {"judge_failures": "best"}}))
+    with pytest.raises(Exception, match="judge_failures"):
+        read_config(["config/config.yaml", str(extra)])

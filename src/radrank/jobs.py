@@ -483,13 +483,14 @@ class Bootstrap(Job):
     min_coverage: float = 0.9
     min_common_cases: int = 10
     missing_cases: str = "score_as_empty"  # config leaderboard.missing_cases
+    judge_failures: str = "excluded"  # config leaderboard.judge_failures
 
     def run(self, input, output):
         import pandas as pd
 
         from radrank.leaderboard import rank_leaf_of
         from radrank.stats import bootstrap, coverage
-        from radrank.stats.failures import failure_accounting, judges_of
+        from radrank.stats.failures import failure_accounting, judges_of, score_failures
         from radrank.summaries import write_model_summaries
 
         score_paths = by_model(input.scores, self.models, len(self.metrics))
@@ -509,6 +510,11 @@ class Bootstrap(Job):
                                          "sample_id"]
                 scores[model] = scores[model][~scores[model]["sample_id"].isin(set(lacking))]
         rank_leaf, _ = rank_leaf_of([leaf.name for leaf in leaves], self.rank_by, self.fallback_rank_by)
+        judges = judges_of(self.metrics)
+        # counted on the scores as the judges wrote them; then their failed pairs scored as the config says
+        failures = failure_accounting(scores, judges, ranked)
+        if self.judge_failures != "excluded":
+            scores = {m: score_failures(frame, judges, self.judge_failures) for m, frame in scores.items()}
         result = bootstrap(scores, leaves, n_boot=self.n, seed=self.seed, level=self.level, common_to=ranked,
                            common_leaves=[rank_leaf])
         covered = coverage.flag_ranking(covered, result.common_cases, self.min_common_cases)
@@ -519,6 +525,7 @@ class Bootstrap(Job):
             n_bootstrap=self.n, seed=self.seed, level=self.level, n_cases=len(result.cases),
             n_dataset_cases=len(cases), ranked_models=ranked, n_rank_cases=result.common_cases,
             min_coverage=self.min_coverage, min_common_cases=self.min_common_cases, missing_cases=self.missing_cases,
+            judge_failures=self.judge_failures,
             score_provenance={m: [io.read_provenance(p).get("metric") for p in paths]
                               for m, paths in score_paths.items()},
             method="exact paired bootstrap over case ids from per-sample sufficient statistics "
@@ -533,7 +540,7 @@ class Bootstrap(Job):
         io.write_parquet(covered, output.coverage, prov)
         io.write_parquet(common, output.rank_replicates, prov)
         # the LLM judges' failed answers per model and the ranks under each failure policy (radrank.stats.failures)
-        io.write_parquet(failure_accounting(scores, judges_of(self.metrics), ranked), output.failures, prov)
+        io.write_parquet(failures, output.failures, prov)
         write_model_summaries(result.replicates, result.summary, {m: p[0] for m, p in drops_paths.items()},
                               output.model_files)
 

@@ -570,7 +570,7 @@ class Plan:
                               metrics=tuple(self.metrics_for_split(split)), n=boot["n"], seed=boot["seed"],
                               level=boot["level"], rank_by=rank_by, fallback_rank_by=fallback,
                               min_coverage=board["min_coverage"], min_common_cases=board["min_common_cases"],
-                              missing_cases=board["missing_cases"])
+                              missing_cases=board["missing_cases"], judge_failures=board["judge_failures"])
 
     def ranking(self, split: str) -> tuple[str, str]:
         """(rank_by, fallback_rank_by) of a split's leaderboard: the vqa split has its own leaf."""

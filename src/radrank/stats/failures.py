@@ -13,7 +13,9 @@ dataset × split, from its per-sample scores:
   under ``excluded``). ``policy_sensitive`` is true for a model whose rank is not the same under all three: a
   ranking a failure policy can flip.
 
-A failure policy changes only the failed pairs' values; a pair without a score for another reason (RadFact-CT's
+Config ``leaderboard.judge_failures: worst`` scores the failed pairs as the worst value in the statistics themselves
+(:func:`score_failures`), so the leaderboard's judge columns, intervals and ranks carry that policy; the counts and
+the three policy ranks are the same either way. A failure policy changes only the failed pairs' values; a pair without a score for another reason (RadFact-CT's
 side without phrases) stays out of every mean, as it does on the leaderboard.
 """
 
@@ -88,6 +90,22 @@ def failure_accounting(scores: dict, judges: list, ranked: list):
         table[f"rank_{p}"] = table[f"rank_{p}"].astype("Int64")
     table["policy_sensitive"] = table["policy_sensitive"].astype(bool)
     return table
+
+
+def score_failures(frame, judges: list, policy: str):
+    """``frame`` (a model's per-sample scores) with every judge's failed pairs scored as ``policy`` ("worst" or
+    "best" of the judge's scale) on its leaf's column — config ``leaderboard.judge_failures``."""
+    if policy not in ("worst", "best"):
+        raise ValueError(f"policy must be worst or best, got {policy!r}")
+    frame = frame.copy()
+    for metric in judges:
+        acc = metric.failures
+        if acc.leaf is None:
+            continue
+        column = next(x.column for x in metric.leaves if x.name == acc.leaf)
+        failed = frame[acc.kind_column].fillna("").astype(str).ne("")
+        frame.loc[failed, column] = acc.worst if policy == "worst" else acc.best
+    return frame
 
 
 def judges_of(metric_names) -> list:
