@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from radrank import envs, metrics  # noqa: E402
+from radrank import console, envs, metrics  # noqa: E402
 
 ENVS_PY = REPO / "src" / "radrank" / "envs.py"
 FAMILIES = envs.families()
@@ -192,6 +192,20 @@ def test_snakemake_wrapper_adds_env_modules_unless_a_route_is_given(monkeypatch)
     assert envs.main(["snakemake", "--envs", "rexrank", "--cores", "2", "all"]) == 0
     assert envs.main(["snakemake", "--torch=cpu", "-n", "--", "--envs"]) == 0
     assert seen == [(["--cores", "2", "all"], "rexrank", None), (["-n", "--envs"], None, "cpu")]
+    assert console.with_deployment(["--cores", "2", "all"], "env-modules") == [
+        "--cores", "2", "all", "--sdm", "env-modules"]  # last: --sdm takes several values
+    for chosen in (["--sdm", "conda"], ["--software-deployment-method=conda"], ["--use-conda"], ["--use-envmodules"]):
+        assert console.with_deployment(["--cores", "2", *chosen], "env-modules") == ["--cores", "2", *chosen]
+
+
+def test_snakemake_wrapper_help_is_its_own_before_any_snakemake_argument(monkeypatch, capsys):
+    monkeypatch.setattr(envs, "snakemake", lambda args, e, t: pytest.fail(f"ran snakemake {args}"))
+    assert envs.main(["snakemake", "--envs", "all", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: python3 src/radrank/envs.py snakemake [--envs LIST]")
+    seen = []
+    monkeypatch.setattr(envs, "snakemake", lambda args, e, t: seen.append(args) or 0)
+    assert envs.main(["snakemake", "--cores", "2", "--help"]) == 0  # after one of Snakemake's: Snakemake's
+    assert seen == [["--cores", "2", "--help"]]
 
 
 # --- builds (need the package registry) ------------------------------------------------------------
