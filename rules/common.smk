@@ -8,9 +8,8 @@ from types import SimpleNamespace
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import jobs, metaeval, metrics, score_cache, workers
+from radrank import jobs, metaeval, metrics, mrscore_jobs, score_cache, workers
 from radrank.mrscore_train import config as mrscore_config
-from radrank.mrscore_train import stages as mrscore_stages
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, check_config_files, validate_config
 

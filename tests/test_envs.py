@@ -110,7 +110,7 @@ def test_every_metric_family_and_every_rule_has_both_routes():
         assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
         for call in re.findall(r"run:\n\s*(.*)", text):
             # (the report's job also gets the threads it was given: rules/common.smk `threaded`)
-            pattern = (r"workers\.run_in_process\((jobs|mrscore_stages)\.\w+, rule, (params|threaded\(params, "
+            pattern = (r"workers\.run_in_process\((jobs|mrscore_jobs)\.\w+, rule, (params|threaded\(params, "
                        r"threads\)), input, output, log, config, workflow\)")
             assert re.fullmatch(pattern, call), call
 
