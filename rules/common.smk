@@ -115,16 +115,18 @@ def group_scores(w):
 
 
 def report_inputs(w):
-    """Per group: its four statistics files, then per model its pairs, drops and score files (jobs.Report)."""
-    files = {}
-    for i, (dataset, split, models, metric_names) in enumerate(PLAN.report_groups()):
+    """The report's files by name (jobs.Report.inputs): per group its leaderboard, ranks and statistics, and per
+    model its pairs, drops and score files; the meta-evaluation sets' agreement tables."""
+    layout = []
+    for dataset, split, models, metric_names in PLAN.report_groups():
         g = {"dataset": dataset, "split": split}
-        files[f"group{i}"] = [LEADERBOARD.format(**g), RANKS.format(**g), f"{STATS}/summary.parquet".format(**g),
-                              f"{STATS}/comparisons.parquet".format(**g)] + [
-            path for m in models for path in (PAIRS.format(**g, model=m), DROPS.format(**g, model=m),
-                                              *(SCORES.format(**g, model=m, metric=x) for x in metric_names))]
-    files["metaeval"] = [f"{METAEVAL}/agreement.csv".format(metaeval_set=s) for s in PLAN.metaeval_sets]
-    return files
+        layout.append({"leaderboard": LEADERBOARD.format(**g), "ranks": RANKS.format(**g),
+                       "summary": f"{STATS}/summary.parquet".format(**g),
+                       "comparisons": f"{STATS}/comparisons.parquet".format(**g),
+                       "models": {m: {"pairs": PAIRS.format(**g, model=m), "drops": DROPS.format(**g, model=m),
+                                      "scores": {x: SCORES.format(**g, model=m, metric=x) for x in metric_names}}
+                                  for m in models}})
+    return jobs.Report.inputs(layout, [f"{METAEVAL}/agreement.csv".format(metaeval_set=s) for s in PLAN.metaeval_sets])
 
 
 def report_pages():
