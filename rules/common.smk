@@ -8,9 +8,8 @@ from types import SimpleNamespace
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import jobs, metaeval, metrics, score_cache, workers
+from radrank import jobs, metaeval, metrics, mrscore_jobs, score_cache, workers
 from radrank.mrscore_train import config as mrscore_config
-from radrank.mrscore_train import stages as mrscore_stages
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, check_config_files, validate_config
 
@@ -123,16 +122,18 @@ def group_scores(w):
 
 
 def report_inputs(w):
-    """Per group: its four statistics files, then per model its pairs, drops and score files (jobs.Report)."""
-    files = {}
-    for i, (dataset, split, models, metric_names) in enumerate(PLAN.report_groups()):
+    """The report's files by name (jobs.Report.inputs): per group its leaderboard, ranks and statistics, and per
+    model its pairs, drops and score files; the meta-evaluation sets' agreement tables."""
+    layout = []
+    for dataset, split, models, metric_names in PLAN.report_groups():
         g = {"dataset": dataset, "split": split}
-        files[f"group{i}"] = [LEADERBOARD.format(**g), RANKS.format(**g), f"{STATS}/summary.parquet".format(**g),
-                              f"{STATS}/comparisons.parquet".format(**g)] + [
-            path for m in models for path in (PAIRS.format(**g, model=m), DROPS.format(**g, model=m),
-                                              *(SCORES.format(**g, model=m, metric=x) for x in metric_names))]
-    files["metaeval"] = [f"{METAEVAL}/agreement.csv".format(metaeval_set=s) for s in PLAN.metaeval_sets]
-    return files
+        layout.append({"leaderboard": LEADERBOARD.format(**g), "ranks": RANKS.format(**g),
+                       "summary": f"{STATS}/summary.parquet".format(**g),
+                       "comparisons": f"{STATS}/comparisons.parquet".format(**g),
+                       "models": {m: {"pairs": PAIRS.format(**g, model=m), "drops": DROPS.format(**g, model=m),
+                                      "scores": {x: SCORES.format(**g, model=m, metric=x) for x in metric_names}}
+                                  for m in models}})
+    return jobs.Report.inputs(layout, [f"{METAEVAL}/agreement.csv".format(metaeval_set=s) for s in PLAN.metaeval_sets])
 
 
 def report_pages():

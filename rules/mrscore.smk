@@ -28,7 +28,7 @@ if PLAN.mrscore is not None:
             mem_mb=2000,
             runtime=10,
         run:
-            workers.run_in_process(mrscore_stages.References, rule, params, input, output, log, config, workflow)
+            workers.run_in_process(mrscore_jobs.References, rule, params, input, output, log, config, workflow)
 
     if PLAN.mrscore.demo_models:
 
@@ -126,7 +126,7 @@ if PLAN.mrscore is not None:
             mem_mb=2000,
             runtime=10,
         run:
-            workers.run_in_process(mrscore_stages.Pairs, rule, params, input, output, log, config, workflow)
+            workers.run_in_process(mrscore_jobs.Pairs, rule, params, input, output, log, config, workflow)
 
     rule mrscore_train_model:
         """TRL RewardTrainer + PEFT LoRA on the pairs (accelerate launch on the job's GPUs when more than one);

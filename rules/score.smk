@@ -6,7 +6,9 @@
 # bootstrap or the leaderboard re-scores nothing, and removing a metric re-scores no other.
 #
 # * Core-family metrics (lexical, RadCliQ) run in Snakemake's own process; every other metric in its
-#   family's environment (a rule script). The two rule definitions below differ in that alone.
+#   family's environment (a rule script). Snakemake cannot switch a rule between `run:` and `script:`, so
+#   there are two rule definitions: every value they hold is computed once above them, and they differ in
+#   their last directives (how the job runs) alone.
 # * With config `shards`, one job per slice of the group's distinct pairs (score_..._shard; a model metric's
 #   on as many GPUs) and a collect job that writes every model's score file.
 for score_rule in PLAN.score_rules():
@@ -14,14 +16,18 @@ for score_rule in PLAN.score_rules():
     needs = PLAN.resources_of(metric_name)
     files = group_score_files(score_rule)
     sharded = PLAN.shards(metric_name) > 1
+    in_process = PLAN.in_process(metric_name)
+    env_name = PLAN.env_of(metric_name)
+    rule_name = f"{score_rule.name}_shard" if sharded else score_rule.name
     outputs = {"shard": files["shard"]} if sharded else {"scores": files["scores"]}
     shard_part = ".{shard}" if sharded else ""
     log_name = f"logs/score/{score_rule.dataset}/{score_rule.split}/{metric_name}{shard_part}.log"
-    rule_name = f"{score_rule.name}_shard" if sharded else score_rule.name
     job = (lambda w, r=score_rule: PLAN.score_job(r, w.shard).params()) if sharded else \
         PLAN.score_job(score_rule).params()
+    needed = {"mem_mb": PerAttempt(PLAN.score_mem_mb(score_rule)), "runtime": PerAttempt(needs.runtime_min),
+              "gpu": 0 if in_process else PLAN.gpus_of(metric_name)}
 
-    if PLAN.in_process(metric_name):
+    if in_process:
 
         rule:
             name:
@@ -36,14 +42,11 @@ for score_rule in PLAN.score_rules():
                 job=job,
             threads: needs.threads
             resources:
-                mem_mb=PerAttempt(PLAN.score_mem_mb(score_rule)),
-                runtime=PerAttempt(needs.runtime_min),
-                gpu=0,
+                **needed,
             run:
                 workers.run_in_process(jobs.ScoreGroup, rule, params, input, output, log, config, workflow)
 
     else:
-        env_name = PLAN.env_of(metric_name)
 
         rule:
             name:
@@ -58,9 +61,7 @@ for score_rule in PLAN.score_rules():
                 job=job,
             threads: needs.threads
             resources:
-                mem_mb=PerAttempt(PLAN.score_mem_mb(score_rule)),
-                runtime=PerAttempt(needs.runtime_min),
-                gpu=PLAN.gpus_of(metric_name),
+                **needed,
             conda:
                 f"../envs/{env_name}.yaml"
             containerized:

@@ -4,7 +4,6 @@ if __name__ == "__main__":
     from pathlib import Path
 
     sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))  # noqa: F821 (snakemake object)
-    from radrank import jobs  # noqa: E402
-    from radrank.mrscore_train import stages  # noqa: E402
+    from radrank import jobs, mrscore_jobs  # noqa: E402
 
-    jobs.run_script(snakemake, stages.JOB_TYPES[snakemake.params.stage])  # noqa: F821
+    jobs.run_script(snakemake, mrscore_jobs.JOB_TYPES[snakemake.params.stage])  # noqa: F821

@@ -23,7 +23,7 @@ from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
-from radrank import envs, metrics  # noqa: E402
+from radrank import console, envs, metrics  # noqa: E402
 
 ENVS_PY = REPO / "src" / "radrank" / "envs.py"
 FAMILIES = envs.families()
@@ -114,7 +114,7 @@ def test_every_metric_family_and_every_rule_has_both_routes():
         assert text.count("script:") == text.count("conda:"), f"{path.name}: a script rule without its env"
         for call in re.findall(r"run:\n\s*(.*)", text):
             # (the report's job also gets the threads it was given: rules/common.smk `threaded`)
-            pattern = (r"workers\.run_in_process\((jobs|mrscore_stages)\.\w+, rule, (params|threaded\(params, "
+            pattern = (r"workers\.run_in_process\((jobs|mrscore_jobs)\.\w+, rule, (params|threaded\(params, "
                        r"threads\)), input, output, log, config, workflow\)")
             assert re.fullmatch(pattern, call), call
 
@@ -196,6 +196,20 @@ def test_snakemake_wrapper_adds_env_modules_unless_a_route_is_given(monkeypatch)
     assert envs.main(["snakemake", "--envs", "rexrank", "--cores", "2", "all"]) == 0
     assert envs.main(["snakemake", "--torch=cpu", "-n", "--", "--envs"]) == 0
     assert seen == [(["--cores", "2", "all"], "rexrank", None), (["-n", "--envs"], None, "cpu")]
+    assert console.with_deployment(["--cores", "2", "all"], "env-modules") == [
+        "--cores", "2", "all", "--sdm", "env-modules"]  # last: --sdm takes several values
+    for chosen in (["--sdm", "conda"], ["--software-deployment-method=conda"], ["--use-conda"], ["--use-envmodules"]):
+        assert console.with_deployment(["--cores", "2", *chosen], "env-modules") == ["--cores", "2", *chosen]
+
+
+def test_snakemake_wrapper_help_is_its_own_before_any_snakemake_argument(monkeypatch, capsys):
+    monkeypatch.setattr(envs, "snakemake", lambda args, e, t: pytest.fail(f"ran snakemake {args}"))
+    assert envs.main(["snakemake", "--envs", "all", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: python3 src/radrank/envs.py snakemake [--envs LIST]")
+    seen = []
+    monkeypatch.setattr(envs, "snakemake", lambda args, e, t: seen.append(args) or 0)
+    assert envs.main(["snakemake", "--cores", "2", "--help"]) == 0  # after one of Snakemake's: Snakemake's
+    assert seen == [["--cores", "2", "--help"]]
 
 
 # --- builds (need the package registry) ------------------------------------------------------------

@@ -60,6 +60,23 @@ def read(out, name) -> str:
     return (out / name).read_text()
 
 
+def test_the_report_reads_its_inputs_by_name(layout):
+    """The rule's input as rules/common.smk names it (jobs.Report.inputs) read back by the job (Report.layout): each
+    group's files under its own names, every model's pairs, drops and score files where the layout has them."""
+    job = jobs.Report.of_layout(layout, bootstrap=BOOT, empty_hypothesis="score", cases=3)
+    named = jobs.Report.inputs(layout, ["a/agreement.csv"])
+    assert named["group1_leaderboard"] == str(layout[1]["leaderboard"])
+    assert named["group0_pairs"] == [str(m["pairs"]) for m in layout[0]["models"].values()]
+    assert named["metaeval"] == ["a/agreement.csv"]
+    assert set(named) == {"metaeval", *(f"group{i}_{kind}" for i in range(len(layout)) for kind in
+                                         ("leaderboard", "ranks", "summary", "comparisons", "pairs", "drops", "scores"))}
+    keys = ("dataset", "split", "leaderboard", "ranks", "summary", "comparisons")
+    read = job.layout(jobs.Files(named))
+    assert [{k: str(e[k]) for k in keys} for e in layout] == [{k: e[k] for k in keys} for e in read]
+    assert [{m: {"pairs": str(f["pairs"]), "drops": str(f["drops"]), "scores": {x: str(p) for x, p in f["scores"].items()}}
+             for m, f in e["models"].items()} for e in layout] == [e["models"] for e in read]
+
+
 def metaeval_table(name="rexval"):
     rows = []
     for metric, label, est in (("radcliq_v1", "RadCliQ-v1", 0.52), ("bleu2", "BLEU", 0.31), ("green", "GREEN", 0.6)):

@@ -1,4 +1,4 @@
-"""What a run prints (radrank.envs.run_snakemake, behind `envs.py snakemake` and `make example`): a line per
+"""What a run prints (radrank.console.run_snakemake, behind `console.py snakemake` and `make example`): a line per
 stage as it completes, with the run's progress, then the report and leaderboards that exist; a failure ends with its one line and
 the log to open; RADRANK_VERBOSE=1 (or --verbose) shows Snakemake's whole output, every job's block; a dry run
 or a listing goes through as Snakemake prints it."""
@@ -14,18 +14,18 @@ from pathlib import Path
 import pytest
 
 from _workflow import make_workdir
-from radrank import envs
+from radrank import console
 
 REPO = Path(__file__).resolve().parents[1]
-DRIVER = ("import sys; sys.path.insert(0, {src!r}); from radrank import envs; "
-          "sys.exit(envs.run_snakemake([sys.executable, '-m', 'snakemake', *sys.argv[1:]]))")
+DRIVER = ("import sys; sys.path.insert(0, {src!r}); from radrank import console; "
+          "sys.exit(console.run_snakemake([sys.executable, '-m', 'snakemake', *sys.argv[1:]]))")
 RESULT_GLOBS = ("results/report/report.html", "results/report/report.md", "results/leaderboard/*.csv")
 
 
 def run(workdir: Path, *args, verbose=False):
-    env = {k: v for k, v in os.environ.items() if k != envs.VERBOSE_VAR}
+    env = {k: v for k, v in os.environ.items() if k != console.VERBOSE_VAR}
     if verbose:
-        env[envs.VERBOSE_VAR] = "1"
+        env[console.VERBOSE_VAR] = "1"
     proc = subprocess.run([sys.executable, "-c", DRIVER.format(src=str(REPO / "src")), "--cores", "2", *args],
                           cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
     return proc.returncode, proc.stdout + proc.stderr
@@ -126,13 +126,13 @@ def test_a_failed_run_ends_with_its_line_and_the_log_to_open(first_run):
 
 
 def test_how_the_output_is_shown():
-    assert envs.output_mode(["--cores", "2"], {}) == "quiet"
-    assert envs.output_mode(["--cores", "2"], {envs.VERBOSE_VAR: "1"}) == "verbose"
-    assert envs.output_mode(["--cores", "2", "--verbose"], {}) == "verbose"
-    assert envs.output_mode(["--cores", "2"], {envs.VERBOSE_VAR: "0"}) == "quiet"
+    assert console.output_mode(["--cores", "2"], {}) == "quiet"
+    assert console.output_mode(["--cores", "2"], {console.VERBOSE_VAR: "1"}) == "verbose"
+    assert console.output_mode(["--cores", "2", "--verbose"], {}) == "verbose"
+    assert console.output_mode(["--cores", "2"], {console.VERBOSE_VAR: "0"}) == "quiet"
     for asked in (["-n"], ["-np"], ["--dry-run"], ["--unlock"], ["--dag"], ["--list-rules"], ["--summary"],
                   ["--quiet", "rules"]):
-        assert envs.output_mode(["--cores", "2", *asked], {}) == "raw", asked
+        assert console.output_mode(["--cores", "2", *asked], {}) == "raw", asked
 
 
 @pytest.mark.workflow
@@ -153,7 +153,7 @@ def test_the_console_reads_snakemakes_lines(tmp_path, monkeypatch):
     (tmp_path / "results/leaderboard").mkdir(parents=True)
     (tmp_path / "results/leaderboard/d_findings.csv").write_text("Rank\n")
     out = io.StringIO()
-    console = envs.SnakemakeConsole(out, "quiet")
+    shown = console.SnakemakeConsole(out, "quiet")
     for line in ["", "SNAKEMAKE", "=========", f"  Working directory: {tmp_path}", "", "Job stats:",
                  "job                   count", "------------------  -------", "score_bleu2_d_findings        1",
                  "leaderboard                   1", "all                           1",
@@ -161,16 +161,16 @@ def test_the_console_reads_snakemakes_lines(tmp_path, monkeypatch):
                  "localrule score_bleu2_d_findings:", "    input: results/pairs/d/findings/m.parquet",
                  "    output: results/scores/d/findings/m/bleu2.parquet", "    jobid: 2", "    resources: tmpdir=/tmp",
                  "Shell command: None"]:
-        console.feed(line)
-    monkeypatch.setattr(envs, "HEARTBEAT_S", 0)
-    console.tick()
-    console.feed("Finished jobid: 2 (Rule: score_bleu2_d_findings)INFO radrank: bleu2 on d/findings: 1 models")
-    console.feed("1 of 3 steps (33%) done")
-    console.feed("WARNING radrank: something worth seeing")
-    console.feed("localrule leaderboard:")
-    console.feed("    output: results/leaderboard/d_findings.csv")
-    console.feed("    jobid: 1")
-    console.finish(0)
+        shown.feed(line)
+    monkeypatch.setattr(console, "HEARTBEAT_S", 0)
+    shown.tick()
+    shown.feed("Finished jobid: 2 (Rule: score_bleu2_d_findings)INFO radrank: bleu2 on d/findings: 1 models")
+    shown.feed("1 of 3 steps (33%) done")
+    shown.feed("WARNING radrank: something worth seeing")
+    shown.feed("localrule leaderboard:")
+    shown.feed("    output: results/leaderboard/d_findings.csv")
+    shown.feed("    jobid: 1")
+    shown.finish(0)
     assert re.sub(r"\d+\.\d s", "T", out.getvalue()).splitlines() == [
         "radrank: 3 jobs to run: score 1, leaderboard 1 (every job's details: RADRANK_VERBOSE=1)",
         "radrank: [0/3] running: score_bleu2_d_findings (for T)",  # a 3-job run: the counter's width is one digit
@@ -193,7 +193,7 @@ def test_a_training_run_ends_with_the_model_card_it_wrote_not_older_leaderboards
     card.parent.mkdir(parents=True)
     card.write_text("# card\n")
     out = io.StringIO()
-    console = envs.SnakemakeConsole(out, "quiet")
+    shown = console.SnakemakeConsole(out, "quiet")
     preamble = ["", "SNAKEMAKE", "=========", f"  Working directory: {tmp_path}", "", "Job stats:",
                 "job                   count", "------------------  -------", "mrscore_select                1",
                 "total                         1", "", "[Wed Dec  2 02:07:44 2026]"]
@@ -201,15 +201,15 @@ def test_a_training_run_ends_with_the_model_card_it_wrote_not_older_leaderboards
                  "    input: results/mrscore/demo/train/train_state.json",
                  "    output: results/mrscore/demo/selection.csv, results/mrscore/demo/model/MODEL_CARD.md",
                  "    jobid: 1"]:
-        console.feed(line)
-    console.finish(0)
+        shown.feed(line)
+    shown.finish(0)
     lines = out.getvalue().splitlines()
     assert lines[-2:] == ["radrank: results:", f"  {card.resolve()}"]
     out = io.StringIO()
-    console = envs.SnakemakeConsole(out, "quiet")
+    shown = console.SnakemakeConsole(out, "quiet")
     for line in [*preamble, "localrule mrscore_refs:", "    output: results/x.parquet", "    jobid: 1"]:
-        console.feed(line)
-    console.finish(0)
+        shown.feed(line)
+    shown.finish(0)
     assert out.getvalue().splitlines()[-1] == "radrank: this run built no report, leaderboard or model"
 
 
@@ -220,7 +220,7 @@ def test_a_quiet_run_drops_progress_bars_module_lines_and_library_deprecations()
     import io
 
     out = io.StringIO()
-    console = envs.SnakemakeConsole(out, "quiet")
+    shown = console.SnakemakeConsole(out, "quiet")
     noise = ["Activating environment modules: radrank/judge",
              "Config file config/config.yaml is extended by additional config specified via the command line.",
              "\rLoading weights:   0%|          | 0/21 [00:00<?, ?it/s]\rLoading weights: 100%|██| 21/21 "
@@ -229,13 +229,13 @@ def test_a_quiet_run_drops_progress_bars_module_lines_and_library_deprecations()
              "/x/.venvs/train/lib/python3.11/site-packages/transformers/modeling_utils.py:3312: FutureWarning: "
              "`is_gradient_checkpointing` is deprecated", "  warnings.warn("]
     for line in noise:
-        console.feed(line)
-    console.feed("/x/src/radrank/metrics/green.py:10: UserWarning: 3 answers had no verdict")
+        shown.feed(line)
+    shown.feed("/x/src/radrank/metrics/green.py:10: UserWarning: 3 answers had no verdict")
     assert out.getvalue().splitlines() == ["/x/src/radrank/metrics/green.py:10: UserWarning: 3 answers had no verdict"]
     loud = io.StringIO()
-    console = envs.SnakemakeConsole(loud, "verbose")
+    shown = console.SnakemakeConsole(loud, "verbose")
     for line in noise:
-        console.feed(line)
+        shown.feed(line)
     assert loud.getvalue() == "".join(f"{line}\n" for line in noise)  # RADRANK_VERBOSE=1 shows everything
 
 
@@ -245,13 +245,13 @@ def test_an_error_before_any_job_is_said_once():
     import io
 
     out = io.StringIO()
-    console = envs.SnakemakeConsole(out, "quiet")
+    shown = console.SnakemakeConsole(out, "quiet")
     error = "radrank: sheet config/submissions.tsv, row 7 (line 8): path nope.json does not exist"
-    console.feed(error)
-    console.finish(1)
+    shown.feed(error)
+    shown.finish(1)
     assert out.getvalue().splitlines() == [error, "radrank: the run failed before its jobs ran: the error above"]
     out = io.StringIO()
-    console = envs.SnakemakeConsole(out, "quiet")
-    console.feed("ERROR radrank: the config is broken")  # a logged record: not shown as it came
-    console.finish(1)
+    shown = console.SnakemakeConsole(out, "quiet")
+    shown.feed("ERROR radrank: the config is broken")  # a logged record: not shown as it came
+    shown.finish(1)
     assert out.getvalue().splitlines() == ["radrank: the run failed before its jobs ran: the config is broken"]

@@ -1,5 +1,5 @@
 """A run stops on SIGTERM, SIGINT (Ctrl-C) or SIGHUP within seconds, whatever a job is doing (radrank.workers
-.stop_on_signals, radrank.envs.run_snakemake): real Snakemake runs whose job blocks (a read that never returns,
+.stop_on_signals, radrank.console.run_snakemake): real Snakemake runs whose job blocks (a read that never returns,
 a long sleep), in a worker and in Snakemake's own thread (RADRANK_WORKERS=0), signalled directly and through the
 envs.py wrapper. Each stop leaves no process, no output of the stopped job (nor its partial file), no job
 started after the signal, no stale lock; the status is non-zero and the last line says the run was stopped.
@@ -94,8 +94,8 @@ LAUNCH = ("import os, signal, sys\n"
           "for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP): signal.signal(s, signal.SIG_DFL)\n"
           "os.execv(sys.argv[1], sys.argv[1:])")
 
-WRAPPER = ("import sys; sys.path.insert(0, {src!r}); from radrank import envs; "
-           "sys.exit(envs.run_snakemake([sys.executable, '-m', 'snakemake', *sys.argv[1:]]))")
+WRAPPER = ("import sys; sys.path.insert(0, {src!r}); from radrank import console; "
+           "sys.exit(console.run_snakemake([sys.executable, '-m', 'snakemake', *sys.argv[1:]]))")
 
 
 def workdir(tmp_path: Path) -> Path:

@@ -276,9 +276,7 @@ def test_outputs_are_byte_identical_to_the_in_process_path(tmp_path):
                                  accounting=group["accounting"])
     report = jobs.Report.of_layout(layout, bootstrap={"n": 100, "seed": 3, "level": 0.95}, empty_hypothesis="score",
                                    cases=3)
-    report_input = jobs.Files(group0=[group[k] for k in jobs.GROUP_FILES] + [
-        p for m in models for p in [group["models"][m][k] for k in jobs.MODEL_FILES]
-        + [group["models"][m]["scores"][n] for n in metric_names]])
+    report_input = jobs.Files(**jobs.Report.inputs(layout))
 
     def outputs(root):
         stats = root / "stats"

@@ -38,6 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from radrank import console
 from radrank.errors import RadrankError
 
 DEFAULT_CONFIG = Path("config") / "config.yaml"
@@ -69,21 +70,7 @@ def workflow_dir(directory: str | None) -> Path:
 
 def config_files(snakemake_args: list[str]) -> list[str]:
     """The config files a snakemake command line names (``--configfile(s) A B``), else the default."""
-    found, i = [], 0
-    while i < len(snakemake_args):
-        arg = snakemake_args[i]
-        name, eq, value = arg.partition("=")
-        if name in ("--configfile", "--configfiles"):
-            if eq:
-                found.append(value)
-            else:
-                i += 1
-                while i < len(snakemake_args) and not snakemake_args[i].startswith("-"):
-                    found.append(snakemake_args[i])
-                    i += 1
-                continue
-        i += 1
-    return found or [str(DEFAULT_CONFIG)]
+    return console.config_files(snakemake_args) or [str(DEFAULT_CONFIG)]
 
 
 def load_plan(files: list[str]):
@@ -144,9 +131,7 @@ def run(ns, args: list[str]) -> int:
             raise CliError(str(e)) from None
     cmd = run_command(route, args, ns.slurm)
     say("$ " + " ".join(shlex.quote(c) for c in cmd))
-    from radrank import envs
-
-    return envs.run_snakemake(cmd)  # its few lines per stage; a signal forwarded, nothing of it left behind
+    return console.run_snakemake(cmd)  # its few lines per stage; a signal forwarded, nothing of it left behind
 
 
 # --- status and results ------------------------------------------------------------------------

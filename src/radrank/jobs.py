@@ -595,18 +595,19 @@ class Leaderboard(Job):
         io.write_csv(table, output.board)
 
 
-GROUP_FILES = ("leaderboard", "ranks", "summary", "comparisons")  # a report group's input list starts with these
-MODEL_FILES = ("pairs", "drops")  # then per model these, then its score files (one per metric)
+GROUP_FILES = ("leaderboard", "ranks", "summary", "comparisons")  # a report group's own files
+MODEL_FILES = ("pairs", "drops")  # and per model these, besides its score files (one per metric)
 
 
 @dataclass(frozen=True)
 class Report(Job):
     """The report: its index page (report.html), one page per dataset × split beside it (:meth:`page_name`), its
     Markdown summary and its figures. Input: ``group0``, ``group1``, … (per dataset × split: :data:`GROUP_FILES`,
-    then per model :data:`MODEL_FILES` and its score files), ``metaeval`` (one agreement table per set, in
-    :attr:`metaeval_sets` order). Output: ``html``, ``markdown``, ``figures`` (a folder), ``pages`` (the group
-    pages in group order; by default :meth:`page_name` beside ``html``) and ``appendix`` (the reporting appendix in
-    Markdown; by default appendix.md beside ``html``, which links it by that name).
+    then per model :data:`MODEL_FILES` and its score files, each by name: :meth:`inputs`), ``metaeval`` (one
+    agreement table per set, in :attr:`metaeval_sets` order). Output: ``html``, ``markdown``, ``figures`` (a
+    folder), ``pages`` (the group pages in group order; by default :meth:`page_name` beside ``html``) and
+    ``appendix`` (the reporting appendix in Markdown; by default appendix.md beside ``html``, which links it by
+    that name).
 
     ``processes``: how many groups are built at once, each in a process of its own (the rule's threads; not a
     param: the pages are the same bytes however many build them)."""
@@ -649,22 +650,40 @@ class Report(Job):
                      figures=os.path.join(folder, "figures"), appendix=os.path.join(folder, APPENDIX),
                      pages=[os.path.join(folder, self.page_name(d, s)) for d, s, *_ in self.groups])
 
+    @staticmethod
+    def inputs(layout: list, metaeval_paths=()) -> dict:
+        """The rule's input by name for ``layout`` (as :meth:`layout` gives it; :meth:`layout` reads it back). Per
+        group ``i`` (page order): ``group{i}_leaderboard``, ``_ranks``, ``_summary``, ``_comparisons`` (one file
+        each), ``group{i}_pairs`` and ``group{i}_drops`` (one per model, in the group's model order),
+        ``group{i}_scores`` (per model its score files, in the group's metric order); ``metaeval``: one agreement
+        table per set."""
+        named = {}
+        for i, entry in enumerate(layout):
+            models = list(entry["models"].values())
+            metric_names = list(models[0]["scores"]) if models else []
+            named.update({f"group{i}_{kind}": str(entry[kind]) for kind in GROUP_FILES})
+            named.update({f"group{i}_{kind}": [str(m[kind]) for m in models] for kind in MODEL_FILES})
+            named[f"group{i}_scores"] = [str(m["scores"][name]) for m in models for name in metric_names]
+        named["metaeval"] = [str(path) for path in metaeval_paths]
+        return named
+
     def layout(self, input) -> list:
-        """Per group the files it reads, as :func:`radrank.report.load_group` takes them."""
+        """Per group the files it reads (the rule's input, named by :meth:`inputs`), as
+        :func:`radrank.report.load_group` takes them."""
         out = []
         for i, (dataset, split, models, metric_names) in enumerate(self.groups):
-            files = list(input[f"group{i}"])
-            head, rest = files[:len(GROUP_FILES)], files[len(GROUP_FILES):]
-            per_model = by_model(rest, list(models), len(MODEL_FILES) + len(metric_names))
-            entry = {"dataset": dataset, "split": split, **dict(zip(GROUP_FILES, head)), "models": {}}
-            for model, paths in per_model.items():
-                entry["models"][model] = {**dict(zip(MODEL_FILES, paths)),
-                                          "scores": dict(zip(metric_names, paths[len(MODEL_FILES):]))}
+            scores = by_model(input[f"group{i}_scores"], list(models), len(metric_names))
+            per_model = {kind: by_model(input[f"group{i}_{kind}"], list(models), 1) for kind in MODEL_FILES}
+            entry = {"dataset": dataset, "split": split, "models": {},
+                     **{kind: str(input[f"group{i}_{kind}"]) for kind in GROUP_FILES}}
+            for model in models:
+                entry["models"][model] = {**{kind: str(per_model[kind][model][0]) for kind in MODEL_FILES},
+                                          "scores": dict(zip(metric_names, map(str, scores[model])))}
             out.append(entry)
         return out
 
     def run(self, input, output):
-        self.write(self.layout(input), input.get("metaeval", []), output)
+        self.write(self.layout(input), input["metaeval"], output)
 
     def _pages(self, layout: list, output) -> list:
         import os

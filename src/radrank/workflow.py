@@ -683,7 +683,7 @@ class Plan:
         return sorted({m.env_of(p) for p in ("candidates", "rubric", "train")}) if m else []
 
     def mrscore_job(self, stage: str) -> dict:
-        """The params of a training stage's job (:mod:`radrank.mrscore_train.stages`)."""
+        """The params of a training stage's job (:mod:`radrank.mrscore_jobs`)."""
         m = self.mrscore
         params = {"name": m.name, "identity": m.identity(stage)}
         if stage in ("references", "demo"):

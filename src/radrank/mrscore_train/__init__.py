@@ -19,6 +19,6 @@ reference reports into a reward model the ``mrscore`` metric loads, in the paper
 7. the kept model is a folder ``metric_settings.mrscore.model`` names.
 
 :mod:`~radrank.mrscore_train.config` reads the config section ``mrscore_training``;
-:mod:`~radrank.mrscore_train.stages` holds the workflow's jobs; :mod:`~radrank.mrscore_train.demo` builds the
-tiny random models of ``make mrscore-demo``.
+:mod:`~radrank.mrscore_train.demo` builds the tiny random models of ``make mrscore-demo``. The workflow's jobs
+are in :mod:`radrank.mrscore_jobs` (the workflow layer, which this package never imports).
 """

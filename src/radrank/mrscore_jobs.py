@@ -1,4 +1,5 @@
-"""The jobs of the ``mrscore_train`` target (rules/mrscore.smk), one per stage.
+"""The jobs of the ``mrscore_train`` target (rules/mrscore.smk), one per stage: the workflow layer, beside
+:mod:`radrank.jobs`, over the library's :mod:`radrank.mrscore_train`.
 
 Each job's params hold its stage's identity only (the settings that change its outputs, from
 :meth:`~radrank.mrscore_train.config.TrainingConfig.identity`); the job rebuilds the typed settings from

@@ -1,0 +1,57 @@
+"""The one-way layers of src/radrank: the library never imports the workflow layer (the Plan, the jobs, the
+workers that run them), not even inside a function. Read from the source with ast, so a lazy import counts."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+# The workflow layer: the Plan (workflow), one job object per stage (jobs, mrscore_jobs), the workers that run the
+# core env's jobs in Snakemake's process (workers).
+WORKFLOW_LAYER = {"radrank.workflow", "radrank.jobs", "radrank.mrscore_jobs", "radrank.workers"}
+# Entry points above both layers: the `radrank` command plans and runs the workflow.
+ENTRY_POINTS = {"radrank.cli"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(SRC.glob("radrank/**/*.py"))}
+
+
+def imported(name: str) -> set[str]:
+    """The radrank modules ``name`` imports anywhere in its file (``from radrank import jobs`` names radrank.jobs)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, one level up per extra dot
+                parents = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*parents, base] if base else parents)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {m for m in found if m in MODULES and m != name}
+
+
+def test_the_layer_lists_name_existing_modules():
+    assert WORKFLOW_LAYER | ENTRY_POINTS <= set(MODULES), sorted((WORKFLOW_LAYER | ENTRY_POINTS) - set(MODULES))
+
+
+def test_the_import_reader_sees_module_level_and_lazy_imports():
+    """Known arrows of the tree, one at module level (workers imports jobs), one inside a function (cli imports
+    workflow in load_plan): the reader the next test relies on finds both."""
+    assert "radrank.jobs" in imported("radrank.workers")
+    assert "radrank.workflow" in imported("radrank.cli")
+
+
+def test_the_library_never_imports_the_workflow_layer():
+    library = sorted(set(MODULES) - WORKFLOW_LAYER - ENTRY_POINTS)
+    leaks = {name: sorted(imported(name) & WORKFLOW_LAYER) for name in library if imported(name) & WORKFLOW_LAYER}
+    assert not leaks, f"library modules importing the workflow layer: {leaks}"
