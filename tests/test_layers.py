@@ -55,3 +55,33 @@ def test_the_library_never_imports_the_workflow_layer():
     library = sorted(set(MODULES) - WORKFLOW_LAYER - ENTRY_POINTS)
     leaks = {name: sorted(imported(name) & WORKFLOW_LAYER) for name in library if imported(name) & WORKFLOW_LAYER}
     assert not leaks, f"library modules importing the workflow layer: {leaks}"
+
+
+# Below the metrics: the judge loop and the model runtime (its generators) serve every metric and import none.
+BELOW_METRICS = ("radrank.engine", "radrank.runtime", *(m for m in MODULES if m.startswith("radrank.runtime.")))
+
+
+def reached_from(roots) -> dict[str, str]:
+    """Every radrank module the roots import, transitively: module -> the module that imports it."""
+    seen = {root: "" for root in roots}
+    todo = list(roots)
+    while todo:
+        current = todo.pop()
+        for name in imported(current):
+            if name not in seen:
+                seen[name] = current
+                todo.append(name)
+    return seen
+
+
+def test_engine_and_runtime_import_no_metric_and_no_workflow():
+    assert "radrank.runtime.generators" in BELOW_METRICS  # the generators the judges run on are in the runtime
+    above = ("radrank.metrics", *WORKFLOW_LAYER)
+    wrong = {m: by for m, by in reached_from(BELOW_METRICS).items() if m.startswith(above)}
+    assert not wrong, f"imported from below the metrics (module: imported by): {wrong}"
+
+
+def test_the_walk_sees_what_a_metric_imports():
+    """The transitive walk finds the arrows of a judge metric (so an empty result above is not a blind check)."""
+    reached = reached_from(["radrank.metrics.green"])
+    assert {"radrank.metrics.judge", "radrank.runtime.generators", "radrank.engine"} <= set(reached)
