@@ -11,8 +11,12 @@ Printed per run: wall and CPU (snakemake and everything it started: getrusage of
 jobs by rule, and the scoring jobs' own account of their pairs (scored, from the cache). Goal: run 2 costs at
 most 15 % of run 1's CPU at 20 models, 5 % at 100; run 3 at most 2 s.
 With --against REV the same three runs are made first for that git revision (the reference in the same run).
+Bytecode is written by the first run, as in any checkout after its first run; --without-bytecode makes the three
+runs once more with none for the interpreter's packages either (as from a venv installed without it where none is
+written: PYTHONDONTWRITEBYTECODE, a read-only shared venv; simulated with PYTHONPYCACHEPREFIX pointing at an empty
+folder), so that every process compiles what it imports.
 
-    python benchmarks/add_model.py [--models 20 100] [--cases 590] [--against REV]
+    python benchmarks/add_model.py [--models 20 100] [--cases 590] [--against REV] [--without-bytecode]
 """
 
 from __future__ import annotations
@@ -42,11 +46,11 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run(work: Path) -> tuple:
+def run(work: Path, env: dict) -> tuple:
     """(wall s, CPU s, jobs by rule, the scoring jobs' pair lines) of one ``snakemake --cores 2`` in ``work``."""
     before, start = children_cpu(), time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "all"], cwd=work, capture_output=True,
-                          text=True, env={**os.environ, "RADRANK_SCORE_CACHE": str(work / "score-cache")})
+                          text=True, env={**env, "RADRANK_SCORE_CACHE": str(work / "score-cache")})
     wall, cpu = time.perf_counter() - start, children_cpu() - before
     if proc.returncode != 0:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -58,7 +62,7 @@ def run(work: Path) -> tuple:
     return wall, cpu, jobs, pairs
 
 
-def measure(label: str, repo: Path, models: int, cases: int) -> dict:
+def measure(label: str, repo: Path, models: int, cases: int, env: dict) -> dict:
     tmp = tempfile.TemporaryDirectory()
     work = _workdir.make(Path(tmp.name), models=models + 1, datasets=1, cases=cases,
                          metrics=["bleu2", "bleu4", "rouge"], repo=repo)
@@ -67,10 +71,10 @@ def measure(label: str, repo: Path, models: int, cases: int) -> dict:
     sheet = work / "config/submissions.tsv"
     rows = sheet.read_text().splitlines()
     sheet.write_text("\n".join(rows[:-1]) + "\n")  # the N models
-    full = run(work)
+    full = run(work, env)
     sheet.write_text("\n".join(rows) + "\n")  # + the new one
-    added = run(work)
-    noop = run(work)
+    added = run(work, env)
+    noop = run(work, env)
     tmp.cleanup()
     share = added[1] / full[1]
     print(f"{label}, {models} models x {cases} cases (1 dataset x 2 splits, lexical panel):")
@@ -92,13 +96,23 @@ def main() -> None:
     p.add_argument("--models", type=int, nargs="+", default=[20, 100])
     p.add_argument("--cases", type=int, default=590)
     p.add_argument("--against", help="a git revision measured first, as the reference")
+    p.add_argument("--without-bytecode", action="store_true",
+                   help="also measure this checkout with no bytecode for any module")
     args = p.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for n in args.models:
         ref = None
         if args.against:
             with _workdir.revision(args.against) as repo:
-                ref = measure(f"{args.against}", repo, n, args.cases)
-        this = measure("this checkout", _workdir.REPO, n, args.cases)
+                ref = measure(f"{args.against}", repo, n, args.cases, env)
+        this = measure("this checkout", _workdir.REPO, n, args.cases, env)
+        if args.without_bytecode:
+            with tempfile.TemporaryDirectory() as empty:  # stays empty: nothing is written there
+                bare = measure("this checkout, no bytecode", _workdir.REPO, n, args.cases,
+                               {**env, "PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"})
+            print(f"  no bytecode / bytecode: full run CPU x{bare['full_cpu'] / this['full_cpu']:.2f}, add-one CPU "
+                  f"x{bare['added_cpu'] / this['added_cpu']:.2f}, share {100 * bare['share']:.1f} % -> "
+                  f"{100 * this['share']:.1f} %, no-op {bare['noop']:.1f} -> {this['noop']:.1f} s", flush=True)
         if ref:
             print(f"  ratio this / {args.against}: add-one CPU x{this['added_cpu'] / ref['added_cpu']:.2f}, "
                   f"share {100 * ref['share']:.1f} % -> {100 * this['share']:.1f} %, no-op "

