@@ -495,20 +495,16 @@ def build(family: str, variant: str | None = None, force: bool = False) -> dict:
         with tempfile.TemporaryDirectory() as tmp:
             req = Path(tmp) / f"{family}.txt"
             req.write_text("\n".join(pins) + "\n")
-            # with bytecode (uv writes none by default): a process imports ~1,200 modules, and without it
-            # compiles them at every start where bytecode is not written (PYTHONDONTWRITEBYTECODE, a
-            # read-only shared venv): 5 CPU-s of a Snakemake start, as much again in its fork server
-            run([uv, "pip", "sync", "--quiet", "--compile-bytecode", "--python", str(python), *options, str(req)])
+            # bytecode (uv writes none): else every start recompiles ~1,200 modules where none is written
+            flags = ("--quiet", "--compile-bytecode", "--python", str(python), *options)
+            run([uv, "pip", "sync", *flags, str(req)])
             if variant and variant != "cpu":
-                # sync installs exactly the list; a CUDA torch also needs the CUDA libraries its
-                # metadata pins, which the CPU-resolved lock cannot list.
-                run([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *options,
-                     "-c", str(req), rewrites["torch"]])
+                # sync installs exactly the list; a CUDA torch also needs the CUDA libraries it pins (not in the lock)
+                run([uv, "pip", "install", *flags, "-c", str(req), rewrites["torch"]])
             if twins:
                 # The CUDA twin pins some packages exactly and differently from the CPU build, so it is
                 # not constrained to the lock: installed versions are kept wherever they satisfy it.
-                run([uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python), *options,
-                     rewrites["torch"], *twins])
+                run([uv, "pip", "install", *flags, rewrites["torch"], *twins])
         install_project(family)
         version = run([str(python), "-c", "import platform; print(platform.python_version())"], quiet=True).strip()
         seconds = time.perf_counter() - start
