@@ -13,15 +13,15 @@ from radrank.mrscore_train import config as mrscore_config
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, check_config_files, validate_config
 
-
 try:
     # The config files Snakemake loaded (the Snakefile's configfile and any --configfile), read again strictly:
     # Snakemake's loader keeps the last of two copies of a key without a word.
     check_config_files(workflow.configfiles)
     # The config checked against its schema (and defaulted), every setting checked and every model looked
     # for, once, before any job starts.
-    PLAN = Plan.load(validate_config(config, memo=".snakemake/radrank/config.json"),
-                     digest_memo=".snakemake/radrank/digests.json")
+    PLAN = Plan.load(
+        validate_config(config, memo=".snakemake/radrank/config.json"), digest_memo=".snakemake/radrank/digests.json"
+    )
 except RadrankError as e:
     sys.exit(f"radrank: {e}")  # the one clear message, without a traceback
 for warning in PLAN.warnings:
@@ -55,8 +55,9 @@ REPORT = "results/report"
 GENERATED_SHARD = f"{GENERATED}.shards/{{shard}}"  # + ".parquet" / ".drops.csv"
 METAEVAL = "results/metaeval/{metaeval_set}"
 # A meta-evaluation set is scored as dataset metaeval-<set>, split metaeval, model candidates.
-METAEVAL_PAIRS = PAIRS.format(dataset=f"{metaeval.DATASET_PREFIX}{{metaeval_set}}", split=metaeval.SPLIT,
-                              model=metaeval.MODEL)
+METAEVAL_PAIRS = PAIRS.format(
+    dataset=f"{metaeval.DATASET_PREFIX}{{metaeval_set}}", split=metaeval.SPLIT, model=metaeval.MODEL
+)
 METAEVAL_OUTPUTS = ("agreement.csv", "metric_comparisons.csv", "scores.parquet")
 # MRScore training (config mrscore_training): every stage's output under one folder of the run's name
 MRSCORE = mrscore_config.folder(PLAN.mrscore.name) if PLAN.mrscore else None
@@ -85,8 +86,11 @@ def submission_files(w):
     if sub.generation is not None:
         generated = GENERATED.format(**w)
         return {"submission": f"{generated}.parquet", "generated_drops": f"{generated}.drops.csv"}
-    return {"submission": sub.path, **({"reference": sub.reference_path} if sub.reference_path else {}),
-            **canonical_file(w)}
+    return {
+        "submission": sub.path,
+        **({"reference": sub.reference_path} if sub.reference_path else {}),
+        **canonical_file(w),
+    }
 
 
 def canonical_file(w):
@@ -107,10 +111,16 @@ def group_score_files(r):
     shard = SCORE_SHARD.format(**group, metric=r.metric, shard="{shard}")
     # a group's cases are checked (rule cases) before any of its pairs is scored
     checked = {} if r.split == metaeval.SPLIT else {"cases": CASES.format(**group)}
-    return {"input": {"pairs": per_model(PAIRS), **checked,
-                      **{req: per_model(SCORES, metric=req) for req in metrics.get(r.metric).requires}},
-            "scores": per_model(SCORES, metric=r.metric), "shard": shard,
-            "shards": [shard.format(shard=f"{i}-of-{count}") for i in range(count)]}
+    return {
+        "input": {
+            "pairs": per_model(PAIRS),
+            **checked,
+            **{req: per_model(SCORES, metric=req) for req in metrics.get(r.metric).requires},
+        },
+        "scores": per_model(SCORES, metric=r.metric),
+        "shard": shard,
+        "shards": [shard.format(shard=f"{i}-of-{count}") for i in range(count)],
+    }
 
 
 def each_model(template, w, **fixed):
@@ -118,8 +128,11 @@ def each_model(template, w, **fixed):
 
 
 def group_scores(w):
-    return [SCORES.format(**w, model=m, metric=x) for m in PLAN.models_for(w.dataset, w.split)
-            for x in PLAN.metrics_for_split(w.split)]
+    return [
+        SCORES.format(**w, model=m, metric=x)
+        for m in PLAN.models_for(w.dataset, w.split)
+        for x in PLAN.metrics_for_split(w.split)
+    ]
 
 
 def report_inputs(w):
@@ -128,12 +141,22 @@ def report_inputs(w):
     layout = []
     for dataset, split, models, metric_names in PLAN.report_groups():
         g = {"dataset": dataset, "split": split}
-        layout.append({"leaderboard": LEADERBOARD.format(**g), "ranks": RANKS.format(**g),
-                       "summary": f"{STATS}/summary.parquet".format(**g),
-                       "comparisons": f"{STATS}/comparisons.parquet".format(**g),
-                       "models": {m: {"pairs": PAIRS.format(**g, model=m), "drops": DROPS.format(**g, model=m),
-                                      "scores": {x: SCORES.format(**g, model=m, metric=x) for x in metric_names}}
-                                  for m in models}})
+        layout.append(
+            {
+                "leaderboard": LEADERBOARD.format(**g),
+                "ranks": RANKS.format(**g),
+                "summary": f"{STATS}/summary.parquet".format(**g),
+                "comparisons": f"{STATS}/comparisons.parquet".format(**g),
+                "models": {
+                    m: {
+                        "pairs": PAIRS.format(**g, model=m),
+                        "drops": DROPS.format(**g, model=m),
+                        "scores": {x: SCORES.format(**g, model=m, metric=x) for x in metric_names},
+                    }
+                    for m in models
+                },
+            }
+        )
     return jobs.Report.inputs(layout, [f"{METAEVAL}/agreement.csv".format(metaeval_set=s) for s in PLAN.metaeval_sets])
 
 
@@ -148,13 +171,19 @@ def threaded(params, threads):
 
 
 def metaeval_scores(w):
-    return [SCORES.format(dataset=metaeval.dataset_name(w.metaeval_set), split=metaeval.SPLIT, model=metaeval.MODEL,
-                          metric=m) for m in PLAN.metric_names]
+    return [
+        SCORES.format(
+            dataset=metaeval.dataset_name(w.metaeval_set), split=metaeval.SPLIT, model=metaeval.MODEL, metric=m
+        )
+        for m in PLAN.metric_names
+    ]
 
 
 def generated_shards(w):
-    shards = [GENERATED_SHARD.format(**w, shard=f"{i}-of-{PLAN.generation_of(w.dataset, w.model).shards}")
-              for i in range(PLAN.generation_of(w.dataset, w.model).shards)]
+    shards = [
+        GENERATED_SHARD.format(**w, shard=f"{i}-of-{PLAN.generation_of(w.dataset, w.model).shards}")
+        for i in range(PLAN.generation_of(w.dataset, w.model).shards)
+    ]
     return {"pairs": [f"{s}.parquet" for s in shards], "drops": [f"{s}.drops.csv" for s in shards]}
 
 

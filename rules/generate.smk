@@ -13,18 +13,18 @@ for env_name in PLAN.generation_envs():
             "logs/generate/{dataset}/{split}/{model}.{shard}.log",
         wildcard_constraints:
             model="|".join(PLAN.generated_models(env_name)),
-        params:
-            job=lambda w: PLAN.generation_job(w.dataset, w.split, w.model, w.shard).params(),
-        resources:
-            gpu=lambda w: PLAN.generation_of(w.dataset, w.model).gpus,
-            mem_mb=16000,
-            runtime=240,
         conda:
             f"../envs/{env_name}.yaml"
         containerized:
             family_image(env_name)
         envmodules:
             f"radrank/{env_name}",
+        resources:
+            gpu=lambda w: PLAN.generation_of(w.dataset, w.model).gpus,
+            mem_mb=16000,
+            runtime=240,
+        params:
+            job=lambda w: PLAN.generation_job(w.dataset, w.split, w.model, w.shard).params(),
         script:
             "../scripts/generate.py"
 
@@ -40,10 +40,10 @@ if PLAN.generations():
             drops=f"{GENERATED}.drops.csv",
         log:
             "logs/generate/{dataset}/{split}/{model}.merge.log",
-        params:
-            job=jobs.MergeGenerated().params(),
         resources:
             mem_mb=2000,
             runtime=10,
+        params:
+            job=jobs.MergeGenerated().params(),
         run:
             workers.run_in_process(jobs.MergeGenerated, rule, params, input, output, log, config, workflow)

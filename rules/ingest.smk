@@ -9,11 +9,11 @@ rule ingest:
         "logs/ingest/{dataset}/{split}/{model}.log",
     wildcard_constraints:
         split="findings|reports|vqa",  # metaeval pairs come from rule metaeval_pairs
-    params:
-        job=lambda w: PLAN.ingest_job(w.dataset, w.split, w.model).params(),
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        job=lambda w: PLAN.ingest_job(w.dataset, w.split, w.model).params(),
     run:
         workers.run_in_process(jobs.Ingest, rule, params, input, output, log, config, workflow)
 
@@ -32,10 +32,10 @@ rule cases:
         "logs/cases/{dataset}/{split}.log",
     wildcard_constraints:
         split="findings|reports|vqa",
-    params:
-        job=lambda w: PLAN.cases_job(w.dataset, w.split).params(),
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        job=lambda w: PLAN.cases_job(w.dataset, w.split).params(),
     run:
         workers.run_in_process(jobs.Cases, rule, params, input, output, log, config, workflow)

@@ -12,11 +12,11 @@ rule metaeval_pairs:
         item_table=f"{METAEVAL}/items.parquet",
     log:
         "logs/metaeval/{metaeval_set}/pairs.log",
-    params:
-        job=lambda w: PLAN.metaeval_pairs_job(w.metaeval_set).params(),
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        job=lambda w: PLAN.metaeval_pairs_job(w.metaeval_set).params(),
     run:
         workers.run_in_process(jobs.MetaevalPairs, rule, params, input, output, log, config, workflow)
 
@@ -32,11 +32,11 @@ rule metaeval_agreement:
         comparisons=f"{METAEVAL}/metric_comparisons.csv",
     log:
         "logs/metaeval/{metaeval_set}/agreement.log",
-    params:
-        job=lambda w: PLAN.metaeval_agreement_job(w.metaeval_set).params(),
     resources:
         mem_mb=4000,
         runtime=30,
+    params:
+        job=lambda w: PLAN.metaeval_agreement_job(w.metaeval_set).params(),
     run:
         workers.run_in_process(jobs.MetaevalAgreement, rule, params, input, output, log, config, workflow)
 

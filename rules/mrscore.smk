@@ -13,6 +13,7 @@ if PLAN.mrscore is None:
 
 
 if PLAN.mrscore is not None:
+
     rule mrscore_references:
         """Reference reports with findings and impression; the unusable ones listed."""
         input:
@@ -22,11 +23,11 @@ if PLAN.mrscore is not None:
             drops=f"{MRSCORE}/references.drops.csv",
         log:
             "logs/mrscore/references.log",
-        params:
-            job=PLAN.mrscore_job("references"),
         resources:
             mem_mb=2000,
             runtime=10,
+        params:
+            job=PLAN.mrscore_job("references"),
         run:
             workers.run_in_process(mrscore_jobs.References, rule, params, input, output, log, config, workflow)
 
@@ -40,74 +41,74 @@ if PLAN.mrscore is not None:
                 **demo_model_files(*mrscore_config.DEMO_MODELS),
             log:
                 "logs/mrscore/demo_models.log",
-            params:
-                job=PLAN.mrscore_job("demo"),
-                stage="demo",
-            resources:
-                mem_mb=2000,
-                runtime=10,
             conda:
                 "../envs/train.yaml"
             containerized:
                 family_image("train")
             envmodules:
                 "radrank/train",
+            resources:
+                mem_mb=2000,
+                runtime=10,
+            params:
+                job=PLAN.mrscore_job("demo"),
+                stage="demo",
             script:
                 "../scripts/mrscore.py"
 
     rule mrscore_candidates:
         """An instruction LLM writes candidates per reference and quality tier."""
         input:
-            references=f"{MRSCORE}/references.parquet",
             **demo_model_files("writer"),
+            references=f"{MRSCORE}/references.parquet",
         output:
             candidates=f"{MRSCORE}/candidates.parquet",
             drops=f"{MRSCORE}/candidates.drops.csv",
         log:
             "logs/mrscore/candidates.log",
-        params:
-            job=PLAN.mrscore_job("candidates"),
-            stage="candidates",
-        threads: 4
-        resources:
-            mem_mb=32000,
-            runtime=240,
-            gpu=PLAN.mrscore.gpus_of("candidates"),
         conda:
             f"../envs/{PLAN.mrscore.env_of('candidates')}.yaml"
         containerized:
             family_image(PLAN.mrscore.env_of("candidates"))
         envmodules:
             f"radrank/{PLAN.mrscore.env_of('candidates')}",
+        threads: 4
+        resources:
+            mem_mb=32000,
+            runtime=240,
+            gpu=PLAN.mrscore.gpus_of("candidates"),
+        params:
+            job=PLAN.mrscore_job("candidates"),
+            stage="candidates",
         script:
             "../scripts/mrscore.py"
 
     rule mrscore_grade:
         """The MRScore rubric judge grades every candidate; unparsed and out-of-tier ones are listed."""
         input:
+            **demo_model_files("judge"),
             references=f"{MRSCORE}/references.parquet",
             candidates=f"{MRSCORE}/candidates.parquet",
             write_drops=f"{MRSCORE}/candidates.drops.csv",
-            **demo_model_files("judge"),
         output:
             graded=f"{MRSCORE}/graded.parquet",
             dropped=f"{MRSCORE}/dropped.csv",
         log:
             "logs/mrscore/grade.log",
-        params:
-            job=PLAN.mrscore_job("rubric"),
-            stage="rubric",
-        threads: 4
-        resources:
-            mem_mb=32000,
-            runtime=240,
-            gpu=PLAN.mrscore.gpus_of("rubric"),
         conda:
             f"../envs/{PLAN.mrscore.env_of('rubric')}.yaml"
         containerized:
             family_image(PLAN.mrscore.env_of("rubric"))
         envmodules:
             f"radrank/{PLAN.mrscore.env_of('rubric')}",
+        threads: 4
+        resources:
+            mem_mb=32000,
+            runtime=240,
+            gpu=PLAN.mrscore.gpus_of("rubric"),
+        params:
+            job=PLAN.mrscore_job("rubric"),
+            stage="rubric",
         script:
             "../scripts/mrscore.py"
 
@@ -120,11 +121,11 @@ if PLAN.mrscore is not None:
             pairs=f"{MRSCORE}/pairs.parquet",
         log:
             "logs/mrscore/pairs.log",
-        params:
-            job=PLAN.mrscore_job("pairs"),
         resources:
             mem_mb=2000,
             runtime=10,
+        params:
+            job=PLAN.mrscore_job("pairs"),
         run:
             workers.run_in_process(mrscore_jobs.Pairs, rule, params, input, output, log, config, workflow)
 
@@ -132,26 +133,26 @@ if PLAN.mrscore is not None:
         """TRL RewardTrainer + PEFT LoRA on the pairs (accelerate launch on the job's GPUs when more than one);
         a killed run resumes from its last checkpoint."""
         input:
-            pairs=f"{MRSCORE}/pairs.parquet",
             **demo_model_files("base"),
+            pairs=f"{MRSCORE}/pairs.parquet",
         output:
             state=f"{MRSCORE}/train/train_state.json",
         log:
             "logs/mrscore/train.log",
-        params:
-            job=PLAN.mrscore_job("train"),
-            stage="train",
-        threads: 8
-        resources:
-            mem_mb=64000,
-            runtime=720,
-            gpu=PLAN.mrscore.gpus_of("train"),
         conda:
             "../envs/train.yaml"
         containerized:
             family_image("train")
         envmodules:
             "radrank/train",
+        threads: 8
+        resources:
+            mem_mb=64000,
+            runtime=720,
+            gpu=PLAN.mrscore.gpus_of("train"),
+        params:
+            job=PLAN.mrscore_job("train"),
+            stage="train",
         script:
             "../scripts/mrscore.py"
 
@@ -174,20 +175,20 @@ if PLAN.mrscore is not None:
             card=f"{MRSCORE}/model/MODEL_CARD.md",
         log:
             "logs/mrscore/select.log",
-        params:
-            job=PLAN.mrscore_job("select"),
-            stage="select",
-        threads: 4
-        resources:
-            mem_mb=32000,
-            runtime=120,
-            gpu=PLAN.mrscore.gpus_of("select"),
         conda:
             "../envs/train.yaml"
         containerized:
             family_image("train")
         envmodules:
             "radrank/train",
+        threads: 4
+        resources:
+            mem_mb=32000,
+            runtime=120,
+            gpu=PLAN.mrscore.gpus_of("select"),
+        params:
+            job=PLAN.mrscore_job("select"),
+            stage="select",
         script:
             "../scripts/mrscore.py"
 

@@ -30,13 +30,13 @@ rule report:
         ),
     log:
         "logs/report.log",
-    params:
-        job=PLAN.report_job().params(),
     # the groups' pages are built two at a time, each in a process of its own (Snakemake gives fewer threads
     # when it has fewer cores); the number is no param: the pages are the same however many build them
     threads: 2
     resources:
         mem_mb=PerAttempt(PLAN.report_mem_mb()),
         runtime=30,
+    params:
+        job=PLAN.report_job().params(),
     run:
         workers.run_in_process(jobs.Report, rule, threaded(params, threads), input, output, log, config, workflow)

@@ -6,9 +6,9 @@
 # bootstrap or the leaderboard re-scores nothing, and removing a metric re-scores no other.
 #
 # * Core-family metrics (lexical, RadCliQ) run in Snakemake's own process; every other metric in its
-#   family's environment (a rule script). Snakemake cannot switch a rule between `run:` and `script:`, so
-#   there are two rule definitions: every value they hold is computed once above them, and they differ in
-#   their last directives (how the job runs) alone.
+#   family's environment (a rule script). Snakemake cannot switch a rule between a `run` and a `script`
+#   block, so there are two rule definitions: every value they hold is computed once above them, and they
+#   differ in their last directives (how the job runs) alone.
 # * With config `shards`, one job per slice of the group's distinct pairs (score_..._shard; a model metric's
 #   on as many GPUs) and a collect job that writes every model's score file.
 for score_rule in PLAN.score_rules():
@@ -22,10 +22,16 @@ for score_rule in PLAN.score_rules():
     outputs = {"shard": files["shard"]} if sharded else {"scores": files["scores"]}
     shard_part = ".{shard}" if sharded else ""
     log_name = f"logs/score/{score_rule.dataset}/{score_rule.split}/{metric_name}{shard_part}.log"
-    job = (lambda w, r=score_rule: PLAN.score_job(r, w.shard).params()) if sharded else \
-        PLAN.score_job(score_rule).params()
-    needed = {"mem_mb": PerAttempt(PLAN.score_mem_mb(score_rule)), "runtime": PerAttempt(needs.runtime_min),
-              "gpu": 0 if in_process else PLAN.gpus_of(metric_name)}
+    job = (
+        (lambda w, r=score_rule: PLAN.score_job(r, w.shard).params())
+        if sharded
+        else PLAN.score_job(score_rule).params()
+    )
+    needed = {
+        "mem_mb": PerAttempt(PLAN.score_mem_mb(score_rule)),
+        "runtime": PerAttempt(needs.runtime_min),
+        "gpu": 0 if in_process else PLAN.gpus_of(metric_name),
+    }
 
     if in_process:
 
@@ -38,11 +44,11 @@ for score_rule in PLAN.score_rules():
                 **outputs,
             log:
                 log_name,
-            params:
-                job=job,
             threads: needs.threads
             resources:
                 **needed,
+            params:
+                job=job,
             run:
                 workers.run_in_process(jobs.ScoreGroup, rule, params, input, output, log, config, workflow)
 
@@ -57,17 +63,17 @@ for score_rule in PLAN.score_rules():
                 **outputs,
             log:
                 log_name,
-            params:
-                job=job,
-            threads: needs.threads
-            resources:
-                **needed,
             conda:
                 f"../envs/{env_name}.yaml"
             containerized:
                 family_image(env_name)
             envmodules:
                 f"radrank/{env_name}",
+            threads: needs.threads
+            resources:
+                **needed,
+            params:
+                job=job,
             script:
                 "../scripts/score.py"
 
@@ -83,10 +89,10 @@ for score_rule in PLAN.score_rules():
                 scores=files["scores"],
             log:
                 f"logs/score/{score_rule.dataset}/{score_rule.split}/{metric_name}.collect.log",
-            params:
-                job=PLAN.collect_job(score_rule).params(),
             resources:
                 mem_mb=4000,
                 runtime=10,
+            params:
+                job=PLAN.collect_job(score_rule).params(),
             run:
                 workers.run_in_process(jobs.CollectShards, rule, params, input, output, log, config, workflow)

@@ -18,10 +18,10 @@ rule bootstrap:
         model_files=directory(SUMMARIES),
     log:
         "logs/stats/{dataset}/{split}.log",
-    params:
-        job=lambda w: PLAN.bootstrap_job(w.dataset, w.split).params(),
     resources:
         mem_mb=PerAttempt(lambda w: PLAN.bootstrap_mem_mb(w.dataset, w.split)),
         runtime=30,
+    params:
+        job=lambda w: PLAN.bootstrap_job(w.dataset, w.split).params(),
     run:
         workers.run_in_process(jobs.Bootstrap, rule, params, input, output, log, config, workflow)
