@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from _judges import Scripted
 
 from radrank import metrics
 from radrank.engine import ParseError, judge, judgement_frame
@@ -40,26 +41,6 @@ def test_failure_kinds(reason, text, kind):
     assert failure_kind(reason, text) == kind
 
 
-class Scripted:
-    """A judge-engine generator answering from a script: prompt -> (first answer, retry answer); an answer is a
-    Generation's fields."""
-
-    kind = backend = "scripted"
-
-    def __init__(self, script):
-        self.script = script
-        self.identity = {"model": "scripted", "revision": "1"}
-
-    def params(self, attempt=0, *, max_new_tokens=None, temperature=0.0):
-        return {"attempt": attempt, "max_new_tokens": 64, "temperature": temperature}
-
-    def retry_params(self, first):
-        return self.params(1, temperature=0.7)
-
-    def generate(self, requests, *, params=None):
-        return [Generation(**self.script[r][params["attempt"]]) for r in requests]
-
-
 def parse(text):
     if not text.startswith("SCORE "):
         raise ParseError("no score line")
@@ -82,7 +63,7 @@ SCRIPT = {  # prompt -> (first answer, second answer); the failure kind the pair
 
 
 def test_the_judge_loop_records_each_pairs_failure_kind_and_attempts(tmp_path):
-    generator = Scripted({p: (a, b) for p, (a, b, _, _) in SCRIPT.items()})
+    generator = Scripted(lambda prompt, params: Generation(**SCRIPT[prompt][params["attempt"]]))
     prompts = list(SCRIPT)
     judgements = judge(generator, prompts, parse, cache=ResponseCache(tmp_path / "cache"))
     pairs = pd.DataFrame({"sample_id": prompts})

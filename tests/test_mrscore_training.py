@@ -10,34 +10,13 @@ import random
 
 import pandas as pd
 import pytest
+from _judges import Scripted
 
 from radrank.errors import ConfigError, InputError
 from radrank.metrics import mrscore_rubric as rubric
 from radrank.mrscore_train import candidates, pairs, references
 from radrank.mrscore_train.config import DEFAULT_TIERS, TrainingConfig, read_tiers
 from radrank.runtime import Runtime
-from radrank.runtime.generators import Generation
-
-
-class Scripted:
-    """A judge-engine generator answering from ``answer(prompt text, params)`` (no model)."""
-
-    kind = "scripted"
-    tokenizer = None
-
-    def __init__(self, answer):
-        self.answer, self.calls = answer, []
-        self.identity = {"model": "scripted", "revision": "1"}
-
-    def params(self, attempt=0, *, max_new_tokens=None, temperature=0.0):
-        return {"attempt": attempt, "max_new_tokens": 64, "temperature": temperature}
-
-    def retry_params(self, first):
-        return self.params(1, temperature=0.7)
-
-    def generate(self, requests, *, params=None):
-        self.calls.append(params)
-        return [Generation(text=self.answer(r[0]["content"], params)) for r in requests]
 
 
 def _verdict(**errors) -> str:

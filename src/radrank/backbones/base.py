@@ -265,11 +265,12 @@ class Backbone:
             raise ConfigError(f"backbone {self.name!r} does not support task {task!r} (it supports: "
                               f"{', '.join(self.tasks)})")
 
-    def prepare(self, settings, task: str) -> BackboneSettings:
-        """What every :meth:`load` does first: the settings checked into the backbone's Settings, the task checked."""
+    def prepare(self, settings, task: str, runtime: Runtime | None = None) -> tuple[BackboneSettings, dict]:
+        """What every :meth:`load` does first: the settings checked into the backbone's Settings, the task checked,
+        the weights resolved (:meth:`resolve`, before torch is imported)."""
         s = self.coerce(settings)
         self.check_task(task)
-        return s
+        return s, self.resolve(s, runtime)
 
     def load(self, settings=None, allow_list=(), task: str = "report", runtime: Runtime | None = None):
         """A generator (``task="report"``) or an answerer (``task="vqa"``) with ``settings`` (its Settings or a

@@ -92,8 +92,7 @@ class CheXagent2Backbone(Backbone):
 
     def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
         """A CheXagent-2 generator or answerer. Needs the model on the ``trust_remote_code`` allow-list."""
-        s = self.prepare(settings, task)
-        resolved = self.resolve(s, runtime)
+        s, resolved = self.prepare(settings, task, runtime)
         path = resolved["model"].directory
         trust = self.remote_code_allowed(s.model, allow_list)
         device, dtype = placement(self, s)

@@ -79,8 +79,9 @@ class LlavaRadBackbone(Backbone):
 
     def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
         """A LLaVA-Rad generator (needs LLaVA-Rad's ``llava`` package in the environment)."""
-        s = self.prepare(settings, task)
-        llava = llava_modules()
+        s = self.coerce(settings)
+        self.check_task(task)
+        llava = llava_modules()  # before the weights: without its package, say how to install it
         resolved = self.resolve(s, runtime)
         path, base = resolved["model"].directory, resolved["model_base"].directory
         from llava.model.builder import load_pretrained_model

@@ -62,8 +62,7 @@ class Maira2Backbone(Backbone):
 
     def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
         """A MAIRA-2 generator. Needs the model on the ``trust_remote_code`` allow-list."""
-        s = self.prepare(settings, task)
-        resolved = self.resolve(s, runtime)
+        s, resolved = self.prepare(settings, task, runtime)
         path = resolved["model"].directory
         trust = self.remote_code_allowed(s.model, allow_list)
         from transformers import AutoModelForCausalLM, AutoProcessor

@@ -73,8 +73,7 @@ class MedGemmaBackbone(Backbone):
 
     def load(self, settings=None, allow_list=(), task: str = "report", runtime=None):
         """A MedGemma generator (``task="report"``) or answerer (``task="vqa"``); never runs remote code."""
-        s = self.prepare(settings, task)
-        resolved = self.resolve(s, runtime)
+        s, resolved = self.prepare(settings, task, runtime)
         path = resolved["model"].directory
         if self.uses_vllm(s):
             processor = load_processor(path, s.processor_backend)
