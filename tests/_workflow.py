@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-COPY = ("Snakefile", "rules", "scripts", "src", "config", "schemas", "envs", "example", "profiles", "report", "resources")
+COPY = ("Snakefile", "workflow", "rules", "scripts", "src", "config", "schemas", "envs", "example", "profiles", "report", "resources")
 
 
 def make_workdir(dest: Path, **config_overrides) -> Path:

@@ -28,6 +28,20 @@ def test_catalog_file_declares_the_deployment_the_workflow_supports():
     assert (REPO / "config/README.md").read_text().startswith("#")
 
 
+@pytest.mark.workflow
+def test_the_catalogs_entry_point_plans_the_same_jobs(tmp_path):
+    """workflow/Snakefile (what the catalog's standardized usage and a module import run) is the top-level
+    workflow: a dry run through it plans exactly the jobs of a dry run through ./Snakefile, but its target."""
+    from _workflow import planned_jobs
+
+    workdir = make_workdir(tmp_path)
+    top = planned_jobs(snakemake(workdir, "-n").stdout)
+    entry = planned_jobs(snakemake(workdir, "-n", "--snakefile", "workflow/Snakefile").stdout)
+    work = sorted(repr(job) for job in top if job[0] != "all")
+    assert len(work) > 20 and sorted(repr(job) for job in entry if job[0] != "catalog_all") == work
+    assert ("catalog_all", {}) in entry  # its own default target, which asks for what rule all asks for
+
+
 def test_test_config_is_small_and_self_contained():
     config = yaml.safe_load((REPO / ".test/config/config.yaml").read_text())
     assert set(config["metrics"]) == {"bleu2", "rouge"}  # lexical only: CPU, no weights, seconds

@@ -1,5 +1,5 @@
 """The workflow's Snakemake files are snakefmt-clean, as the snakemake-workflow-catalog checks them
-(`snakefmt --check Snakefile rules/*.smk`, settings from pyproject.toml's [tool.snakefmt])."""
+(`snakefmt --check Snakefile workflow/Snakefile rules/*.smk`, settings from pyproject.toml's [tool.snakefmt])."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def snakefmt(*args, cwd=REPO):
 
 
 def workflow_files() -> list[str]:
-    return ["Snakefile", *sorted(str(p.relative_to(REPO)) for p in (REPO / "rules").glob("*.smk"))]
+    return ["Snakefile", "workflow/Snakefile", *sorted(str(p.relative_to(REPO)) for p in (REPO / "rules").glob("*.smk"))]
 
 
 def test_snakefmt_is_pinned_in_core():
