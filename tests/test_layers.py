@@ -1,10 +1,13 @@
 """The one-way layers of src/radrank: the library never imports the workflow layer (the Plan, the jobs, the
-workers that run them), not even inside a function. Read from the source with ast, so a lazy import counts."""
+workers that run them), not even inside a function; the judge loop and runtime sit below the metrics; no import
+cycles. Read from the source with ast, so a lazy import counts."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 # The workflow layer: the Plan (workflow), one job object per stage (jobs, mrscore_jobs), the workers that run the
@@ -23,7 +26,8 @@ MODULES = {module_name(p): p for p in sorted(SRC.glob("radrank/**/*.py"))}
 
 
 def imported(name: str) -> set[str]:
-    """The radrank modules ``name`` imports anywhere in its file (``from radrank import jobs`` names radrank.jobs)."""
+    """The radrank modules ``name`` imports anywhere in its file: ``from radrank import jobs`` names radrank.jobs
+    (a submodule), ``from radrank.jobs import Report`` radrank.jobs (a name in it)."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
@@ -35,8 +39,7 @@ def imported(name: str) -> set[str]:
             if node.level:  # relative: from the package, one level up per extra dot
                 parents = package.split(".")[:len(package.split(".")) - node.level + 1]
                 base = ".".join([*parents, base] if base else parents)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+            found.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names)
     return {m for m in found if m in MODULES and m != name}
 
 
@@ -85,3 +88,45 @@ def test_the_walk_sees_what_a_metric_imports():
     """The transitive walk finds the arrows of a judge metric (so an empty result above is not a blind check)."""
     reached = reached_from(["radrank.metrics.green"])
     assert {"radrank.metrics.judge", "radrank.runtime.generators", "radrank.engine"} <= set(reached)
+
+
+def test_no_import_cycles():
+    """No module reaches itself through its imports, lazy ones included (Tarjan's strongly connected components)."""
+    graph = {name: imported(name) for name in MODULES}
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_the_cycle_check_sees_a_cycle(monkeypatch):
+    """With one arrow added back up (the report's page module importing the report package's loader), the check
+    above finds the loop: it is not blind."""
+    real = imported
+
+    def with_arrow(name):
+        return real(name) | ({"radrank.report"} if name == "radrank.report.page" else set())
+
+    monkeypatch.setitem(globals(), "imported", with_arrow)
+    with pytest.raises(AssertionError, match="import cycles"):
+        test_no_import_cycles()
