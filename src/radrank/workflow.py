@@ -362,8 +362,8 @@ class Plan:
             if gen.backbone:  # a wrong setting (or a backend the backbone lacks) fails here, not in the job
                 try:
                     merged = backbones.get(gen.generator).settings(gen.settings, gen.settings_key)
-                except ConfigError as e:
-                    raise ConfigError(f"{where}: {e}") from None
+                except ConfigError as e:  # "config generation[0].settings.x: …" under the entry's own name
+                    raise ConfigError(f"{where}: {str(e).removeprefix('config ')}") from None
                 gen = dataclasses.replace(gen, settings=merged)
             if not (self.base_dir / gen.root).is_dir():
                 raise ConfigError(f"{where}: root {gen.root} is not a folder")
