@@ -53,8 +53,8 @@ def test_status_says_what_would_run(workdir):
     # each count says what it counts, of how many this config expects
     assert ("  leaderboards: 0 of 3 exist (one per dataset × split; results/leaderboard/<dataset>_<split>.csv)"
             in out.stdout), out.stdout
-    assert ("  report files: 0 of 5 exist (results/report/report.md, results/report/report.html and 3 pages, one per "
-            "dataset × split)") in out.stdout
+    assert ("  report files: 0 of 6 exist (results/report/report.md, results/report/report.html, "
+            "results/report/appendix.md and 3 pages, one per dataset × split)") in out.stdout
     assert ("  meta-evaluation sets: 0 of 2 scored (radpref, radjudge; results/metaeval/<set>/agreement.csv)"
             in out.stdout)
     table = out.stdout.split("What would run (`radrank run` starts it):\n", 1)[1]
