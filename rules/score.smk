@@ -1,6 +1,7 @@
 # Scoring: one job per metric × dataset × split, across every model of the group (radrank.scoring): the
 # job reads every model's pairs, scores each distinct pair once — loading the metric's model once — takes
-# pairs scored before from the score cache, and writes every model's score file. The rules are generated
+# pairs scored before from the score cache, and writes every model's score file (keeping those whose inputs
+# are unchanged: radrank.score_reuse). The rules are generated
 # from the Plan, which answers every question about a metric from its settings built once (environment,
 # GPUs, resources, identity); their params hold only the metric's identity, so a speed-only setting, the
 # bootstrap or the leaderboard re-scores nothing, and removing a metric re-scores no other.
@@ -19,7 +20,9 @@ for score_rule in PLAN.score_rules():
     in_process = PLAN.in_process(metric_name)
     env_name = PLAN.env_of(metric_name)
     rule_name = f"{score_rule.name}_shard" if sharded else score_rule.name
-    outputs = {"shard": files["shard"]} if sharded else {"scores": files["scores"]}
+    # update(): a model's score file whose inputs are unchanged is kept, not rescored (radrank.score_reuse);
+    # Snakemake restores the files if the job fails
+    outputs = {"shard": files["shard"]} if sharded else {"scores": [update(f) for f in files["scores"]]}
     shard_part = ".{shard}" if sharded else ""
     log_name = f"logs/score/{score_rule.dataset}/{score_rule.split}/{metric_name}{shard_part}.log"
     job = (

@@ -15,7 +15,8 @@ rule bootstrap:
         comparisons=f"{STATS}/comparisons.parquet",
         comparisons_csv=f"{STATS}/comparisons.csv",
         failures=f"{STATS}/failures.parquet",
-        model_files=directory(SUMMARIES),
+        # update(): a model's folder whose numbers are unchanged is left as it is (radrank.summaries)
+        model_files=update(directory(SUMMARIES)),
     log:
         "logs/stats/{dataset}/{split}.log",
     resources:

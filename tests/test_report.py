@@ -5,6 +5,7 @@ explanations, paged long tables, the leaderboard's coverage and flags, provenanc
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -133,9 +134,17 @@ def test_pages_are_self_contained_offline_and_linked(rendered):
             assert not anchor or anchor in ids[page or name], (name, target)
 
 
-def test_rerender_is_byte_identical_also_in_parallel_processes(layout, rendered, tmp_path, monkeypatch):
-    monkeypatch.setattr(jobs.Report, "PARALLEL_MIN_ENTRIES", 0)  # two spawned processes even for this small report
+@pytest.mark.parametrize("fork", [False, True], ids=["spawned", "forked"])
+def test_rerender_is_byte_identical_also_in_parallel_processes(layout, rendered, tmp_path, monkeypatch, fork):
+    """Two processes even for this small report: spawned (as in Snakemake's own process) or forked (as in a
+    radrank worker)."""
+    monkeypatch.setattr(jobs.Report, "PARALLEL_MIN_ENTRIES", 0)
+    monkeypatch.setattr(jobs, "FORK_SAFE", fork)
+    started = []
+    real = multiprocessing.get_context
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method=None: started.append(method) or real(method))
     write_report(layout, tmp_path, processes=2)
+    assert started == ["fork" if fork else "spawn"]
     files = sorted(str(p.relative_to(rendered)) for p in rendered.rglob("*") if p.is_file())
     assert files == sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     for name in files:

@@ -90,6 +90,29 @@ def test_adding_a_model_reruns_its_jobs_and_its_groups_only(finished):
         (finished / "example/demo_cxr/newcomer.json").unlink()
 
 
+def test_an_added_model_is_the_only_one_scored_and_summarised_and_the_rerun_is_a_no_op(tmp_path):
+    """Run for real: the scoring jobs keep the other models' score files (the same bytes; their log says so), the
+    bootstrap job rewrites the new model's summary folder only, and afterwards nothing is planned (the kept files
+    are newer than their inputs)."""
+    workdir = make_workdir(tmp_path)
+    snakemake(workdir)
+    group = workdir / "results/scores/demo_cxr/findings"
+    kept = {p: p.read_bytes() for p in group.glob("*/*.parquet")}
+    summaries = workdir / "results/summary/demo_cxr/findings"
+    summary_mtimes = {p: p.stat().st_mtime_ns for p in summaries.glob("*/results.csv")}
+    shutil.copy(workdir / "example/demo_cxr/careful.json", workdir / "example/demo_cxr/newcomer.json")
+    sheet = workdir / "config/submissions.tsv"
+    sheet.write_text(sheet.read_text() + "newcomer\tdemo_cxr\t../example/demo_cxr/newcomer.json\t\t\n")
+    snakemake(workdir)
+    assert {p: p.read_bytes() for p in kept} == kept
+    log = (workdir / "logs/score/demo_cxr/findings/bleu2.log").read_text()
+    assert "4 models (3 kept unchanged, 1 scored)" in log, log
+    assert (group / "newcomer/bleu2.parquet").is_file()
+    assert {p: p.stat().st_mtime_ns for p in summary_mtimes} == summary_mtimes
+    assert (summaries / "newcomer/results.csv").is_file()
+    assert _planned(workdir) == []
+
+
 def test_removing_a_metric_rescores_nothing(finished):
     original = (finished / "config/config.yaml").read_text()
     try:

@@ -22,10 +22,15 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from radrank import io, metrics, provenance
+from radrank import io, metrics, provenance, score_reuse
 from radrank.errors import InputError
 
 log = logging.getLogger("radrank")
+
+# True in a radrank worker process (radrank.workers): its only other threads (a watchdog blocked in a read, numpy's
+# and pyarrow's fork-aware pools) hold no lock a child could need, so a job there forks its helper processes, which
+# start with what it has imported, instead of spawning fresh interpreters that import it all again.
+FORK_SAFE = False
 
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -284,17 +289,21 @@ class Cases(Job):
         io.write_parquet(cases, output.cases, prov)
 
 
-def scored_pairs(pair_paths, models, columns, cases_path=None) -> dict:
+def scored_pairs(pair_paths, models, columns, cases=None) -> dict:
     """{model: its pairs as they are scored}: the ``columns`` a metric reads, aligned to the group's case set
-    (:func:`radrank.ingest.casesets.align`: the set's cases only, a case the model lacks scored as an empty
-    report) when the group has one (meta-evaluation sets have none)."""
+    ``cases`` (:func:`read_cases`; :func:`radrank.ingest.casesets.align`: the set's cases only, a case the model
+    lacks scored as an empty report) when the group has one (meta-evaluation sets have none)."""
     from radrank.ingest import casesets
 
     pairs = {m: io.read_parquet(p, ["sample_id", *columns]) for m, p in zip(models, pair_paths)}
-    if cases_path is None:
+    if cases is None:
         return pairs
-    cases = io.read_parquet(cases_path, ["sample_id", "reference"])
     return {m: casesets.align(frame, cases) for m, frame in pairs.items()}
+
+
+def read_cases(cases_path):
+    """A group's case set as alignment reads it (None for a group without one: a meta-evaluation set)."""
+    return None if cases_path is None else io.read_parquet(cases_path, ["sample_id", "reference"])
 
 
 def _reference_source(pairs_path) -> str:
@@ -315,7 +324,8 @@ def _settings_for(name: str, identity: dict, config: dict):
     return settings
 
 
-def _score_provenance(metric_name: str, settings, models, pairs_identity, required_versions: dict, shard=None):
+def _score_provenance(metric_name: str, settings, models, pairs_identity, required_versions: dict, shard=None,
+                      reuse_key: str | None = None):
     """What a score file records: the metric's identity, its models, environment, pairs and required scores —
     nothing from the rest of the config, and nothing of how the rows were found (cached or scored)."""
     metric = metrics.get(metric_name)
@@ -323,7 +333,8 @@ def _score_provenance(metric_name: str, settings, models, pairs_identity, requir
     return provenance.record(
         "scores", metric=metric_name, metric_version=identity["version"], settings=identity["settings"],
         models=models, environment=provenance.environment(metric.packages), pairs=pairs_identity,
-        inputs=required_versions, shard=None if shard is None else {"index": shard[0], "count": shard[1]})
+        inputs=required_versions, shard=None if shard is None else {"index": shard[0], "count": shard[1]},
+        **({score_reuse.FIELD: reuse_key} if reuse_key is not None else {}))
 
 
 @dataclass(frozen=True)
@@ -363,18 +374,26 @@ class ScoreGroup(Job):
     def run(self, input, output):
         import pandas as pd
 
-        from radrank.scoring import score_group
+        from radrank.scoring import GroupScores, score_group
 
         metric = metrics.get(self.metric)
-        # only the columns the metric reads: a group of 100 models holds every model's pairs at once
-        pairs = scored_pairs(input.pairs, self.models, metric.reads, input.get("cases"))
         required = {req: dict(zip(self.models, input[req])) for req in metric.requires}
+        cases = read_cases(input.get("cases"))
+        # a score file whose inputs are unchanged is kept (radrank.score_reuse): a new model pays for its own
+        reuse = None if self.shard is not None else score_reuse.GroupReuse.of(
+            metric, self.settings, self.models, input.pairs, output.scores, cases, required,
+            keep=self.cache is not None and self.cache.enabled)
+        todo = [m for m in self.models if reuse is None or m not in reuse.kept]
+        paths = dict(zip(self.models, input.pairs))
+        # only the columns the metric reads: a group of 100 models holds every model's pairs at once
+        pairs = scored_pairs([paths[m] for m in todo], todo, metric.reads, cases)
         result = score_group(self.metric, self.settings, pairs, shard=self.shard, cache=self.cache,
-                             required={req: {m: pd.read_parquet(p) for m, p in files.items()}
-                                       for req, files in required.items()})
+                             required={req: {m: pd.read_parquet(files[m]) for m in todo}
+                                       for req, files in required.items()}) if todo else GroupScores()
         c = result.counts
-        log.info("%s on %s/%s: %d models, %d pairs, %d distinct%s", self.metric, self.dataset, self.split,
-                 len(self.models), c.get("rows", 0), c.get("distinct", c.get("rows", 0)),
+        kept = f" ({len(reuse.kept)} kept unchanged, {len(todo)} scored)" if reuse is not None and reuse.kept else ""
+        log.info("%s on %s/%s: %d models%s, %d pairs, %d distinct%s", self.metric, self.dataset, self.split,
+                 len(self.models), kept, c.get("rows", 0), c.get("distinct", c.get("rows", 0)),
                  f", {c['cached']} from the cache, {c['scored']} scored" if "cached" in c else "")
         if c.get("skipped_packs"):  # each named in a warning above: damaged, edited or foreign packs
             log.warning("%s: %d score cache pack(s) were not served (see the warnings above); their pairs were "
@@ -385,16 +404,26 @@ class ScoreGroup(Job):
             prov = _score_provenance(self.metric, self.settings, result.models, None, versions, self.shard)
             io.write_parquet(result.keys, output.shard, prov)
             return
-        write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, versions)
+        outs = dict(zip(self.models, output.scores))
+        write_model_scores(self.metric, self.settings, result, todo, [paths[m] for m in todo],
+                           [outs[m] for m in todo], versions, None if reuse is None else reuse.keys)
+        if reuse is not None:
+            reuse.touch_kept()
 
 
-def write_model_scores(metric_name, settings, result, models, pair_paths, score_paths, versions: dict):
-    """One score file per model, each written after every model's table is ready (a failed job leaves none)."""
+def write_model_scores(metric_name, settings, result, models, pair_paths, score_paths, versions: dict,
+                       reuse_keys: dict | None = None):
+    """One score file per model, each written after every model's table is ready (a failed job leaves none);
+    ``reuse_keys``: model -> the key recorded for :mod:`radrank.score_reuse`."""
+    metric = metrics.get(metric_name)
     records = []
     for model, pair_path, out in zip(models, pair_paths, score_paths):
+        frame = result.by_model[model]
+        # a file with a failed request's rows records no key: it is scored again, and those requests retried
+        key = (reuse_keys or {}).get(model) if metric.cacheable(frame).all() else None
         prov = _score_provenance(metric_name, settings, result.models, provenance.read_pairs_identity(pair_path),
-                                 versions)
-        records.append((result.by_model[model], out, prov))
+                                 versions, reuse_key=key)
+        records.append((frame, out, prov))
     for frame, out, prov in records:
         io.write_parquet(frame, out, prov)
 
@@ -421,24 +450,33 @@ class CollectShards(Job):
         from radrank.scoring import GroupScores, assemble, pair_keys
 
         metric = metrics.get(self.metric)
-        pairs = scored_pairs(input.pairs, self.models, metric.reads, input.get("cases"))
+        cases = read_cases(input.get("cases"))
+        pairs = scored_pairs(input.pairs, self.models, metric.reads, cases)
         rows = pd.concat([pd.read_parquet(p) for p in input.shards], ignore_index=True)
         keyed = {m: pair_keys(metric, self.settings, frame) for m, frame in pairs.items()}
         result = GroupScores(by_model=assemble(metric, rows, keyed, pairs),
                              models=io.read_provenance(input.shards[0]).get("models"))
         log.info("%s: %d shards, %d distinct pairs, %d models", self.metric, len(input.shards), len(rows),
                  len(self.models))
-        write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, {})
+        keys = score_reuse.GroupReuse.of(metric, self.settings, self.models, input.pairs, output.scores, cases,
+                                         keep=False).keys
+        write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, {}, keys)
 
 
 def merge_scores(score_paths: list):
     """The score files of one model (one per metric) joined on sample_id."""
     import pandas as pd
 
-    merged = None
-    for p in score_paths:
-        df = pd.read_parquet(p)
-        merged = df if merged is None else merged.merge(df, on="sample_id", how="outer", validate="one_to_one")
+    frames = [pd.read_parquet(p) for p in score_paths]
+    ids = frames[0]["sample_id"]
+    if len(frames) > 1 and not ids.duplicated().any() and all(ids.equals(f["sample_id"]) for f in frames[1:]):
+        # the usual case (every score file of a model is in its aligned pairs' order): the outer join's rows
+        # are the ids sorted, its columns side by side
+        merged = pd.concat([frames[0], *(f.drop(columns=["sample_id"]) for f in frames[1:])], axis=1)
+        return merged.sort_values("sample_id", kind="stable").reset_index(drop=True)
+    merged = frames[0]
+    for df in frames[1:]:
+        merged = merged.merge(df, on="sample_id", how="outer", validate="one_to_one")
     return merged
 
 
@@ -619,8 +657,8 @@ class Report(Job):
     metaeval_sets: tuple
     config_hash: str
     processes: int = field(default=1, metadata={"param": False})
-    # fewer (model, group) entries than this are built here: a spawned process's start (its imports, some 2 s)
-    # would cost more than it saves
+    # fewer (model, group) entries than this are built here when the helpers are spawned: a spawned process's
+    # start (its imports, some 2 s) would cost more than it saves
     PARALLEL_MIN_ENTRIES = 60
 
     @staticmethod
@@ -748,20 +786,26 @@ class Report(Job):
 
     def _build(self, layout: list, options: dict):
         """Each group's :class:`radrank.report.GroupPage`, in order: here, or, for a report of at least
-        :attr:`PARALLEL_MIN_ENTRIES` (model, group) entries, in ``processes`` fresh processes (spawned: a fork of a
-        process with running threads may hang; a script that runs the job so must guard its main code with
-        ``if __name__ == "__main__"``, which a spawned process imports)."""
+        :attr:`PARALLEL_MIN_ENTRIES` (model, group) entries, in ``processes`` processes: forked in a radrank worker
+        (:data:`FORK_SAFE`), else fresh ones (spawned: a fork of a process with running threads, Snakemake's, may
+        hang; a script that runs the job so must guard its main code with ``if __name__ == "__main__"``, which a
+        spawned process imports)."""
         from radrank.report import build_group
 
         workers = max(1, min(int(self.processes or 1), len(layout)))
-        if workers == 1 or sum(len(e["models"]) for e in layout) < self.PARALLEL_MIN_ENTRIES:
+        # a fork costs milliseconds, a spawned process its imports
+        least = 0 if FORK_SAFE else self.PARALLEL_MIN_ENTRIES
+        if workers == 1 or sum(len(e["models"]) for e in layout) < least:
             for entry in layout:
                 yield build_group(entry, options)
             return
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        if FORK_SAFE:
+            import radrank.report.figures  # noqa: F401 (matplotlib: imported once, before the fork)
+        context = multiprocessing.get_context("fork" if FORK_SAFE else "spawn")
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
             yield from pool.map(build_group, layout, [options] * len(layout))
 
 

@@ -37,17 +37,59 @@ def write_model_files(*, results, summary, drops, out_results, out_summary, out_
     io.write_csv(results, out_results)
 
 
+KEYS_FILE = ".content-keys.json"  # in the group's folder: per model, what its files were written from
+FILES = ("results.csv", "results_summary.csv", "drops.csv")
+LAYOUT = "1"  # the files' layout: a change of what they hold rewrites every folder
+
+
 def write_model_summaries(replicates, summary, drops_paths: dict, out_dir):
     """RadHarmony-style files of every model (results, results_summary, drops) under ``out_dir``/<model>/,
-    from the bootstrap's replicates and summary."""
+    from the bootstrap's replicates and summary.
+
+    A folder whose files were written from what they would be written from now — the model's replicates, its
+    summary rows and its drops file, by their digest in ``out_dir``/.content-keys.json — is left as it is (the
+    bootstrap job's folder is an ``update()`` output: adding a model to a group of 100 writes one folder, not
+    101; a model's numbers do not change when another joins); a model no longer in the group loses its folder.
+    The models about to be rewritten leave the keys file first, so a job that dies half-way never leaves a key
+    beside files written from something else."""
+    import hashlib
+    import json
+    import shutil
+
     import pandas as pd
 
+    out_dir = Path(out_dir)
+    keys_path = out_dir / KEYS_FILE
+    try:
+        recorded = json.loads(keys_path.read_text()) if keys_path.is_file() else {}
+    except ValueError:
+        recorded = {}
+    recorded = recorded if isinstance(recorded, dict) else {}
     reps_by_model = dict(tuple(replicates.groupby("model", sort=False)))
     summary_by_model = dict(tuple(summary.groupby("model", sort=False)))
+    for stale in (out_dir.iterdir() if out_dir.is_dir() else ()):
+        if stale.is_dir() and stale.name not in drops_paths:
+            shutil.rmtree(stale)
+    keys, todo = {}, []
     for model, drops_path in drops_paths.items():
-        folder = Path(out_dir) / model
-        write_model_files(results=results_table(reps_by_model[model]),
-                          summary=summary_by_model[model].drop(columns=["model"]),
+        reps, rows = reps_by_model[model], summary_by_model[model].drop(columns=["model"])
+        key = hashlib.sha256()
+        for part in (LAYOUT, reps["metric"].tolist(), list(rows.columns)):
+            key.update(repr(part).encode())
+        key.update(pd.util.hash_pandas_object(rows, index=False).to_numpy().tobytes())
+        key.update(reps[["bootstrap", "value"]].to_numpy("float64").tobytes())
+        key.update(Path(drops_path).read_bytes())
+        keys[model] = key.hexdigest()
+        if recorded.get(model) != keys[model] or not all((out_dir / model / name).is_file() for name in FILES):
+            todo.append((model, reps, rows, drops_path))
+    if todo or set(recorded) != set(keys):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        io.write_text(json.dumps({m: k for m, k in keys.items() if m not in {t[0] for t in todo}}, indent=1,
+                                 sort_keys=True), keys_path)
+    for model, reps, rows, drops_path in todo:
+        write_model_files(results=results_table(reps), summary=rows,
                           drops=pd.read_csv(drops_path, dtype=str, keep_default_na=False),
-                          out_results=folder / "results.csv", out_summary=folder / "results_summary.csv",
-                          out_drops=folder / "drops.csv")
+                          **dict(zip(("out_results", "out_summary", "out_drops"),
+                                     (out_dir / model / name for name in FILES))))
+    if todo:
+        io.write_text(json.dumps(keys, indent=1, sort_keys=True), keys_path)

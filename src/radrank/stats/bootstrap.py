@@ -284,6 +284,37 @@ def _comparison(delta_point, deltas: np.ndarray, n_boot: int, level: float) -> d
             "p_value": bootstrap_p_value(deltas) if n_boot else np.nan}
 
 
+COMPARISON_BLOCK = 2048  # pairs whose (pairs, resamples) differences are held at once (16 MB at 1,000 resamples)
+
+
+def _comparisons(pairs: list, point: dict, reps: dict, n_boot: int, level: float) -> list:
+    """:func:`_comparison` of every pair (a, b) of one leaf, from its models' ``point`` estimates and ``reps``
+    (model -> (n_boot,) replicates): the same numbers, a block of pairs at a time (np.quantile along an axis is the
+    one-dimensional quantile of each row); a pair with a non-finite replicate goes through :func:`_comparison`."""
+    if not n_boot or not pairs:
+        return [_comparison(point[a] - point[b], reps[a] - reps[b], n_boot, level) for a, b in pairs]
+    models = sorted({m for pair in pairs for m in pair})
+    at = {m: i for i, m in enumerate(models)}
+    stacked = np.stack([reps[m] for m in models])
+    alpha = (1 - level) / 2
+    out = []
+    for start in range(0, len(pairs), COMPARISON_BLOCK):
+        block = pairs[start: start + COMPARISON_BLOCK]
+        ia, ib = np.array([at[a] for a, _ in block]), np.array([at[b] for _, b in block])
+        deltas = stacked[ia] - stacked[ib]
+        finite = np.isfinite(deltas).all(axis=1)
+        lo, hi = np.quantile(deltas, [alpha, 1 - alpha], axis=1)
+        below, above = (deltas <= 0).mean(axis=1), (deltas >= 0).mean(axis=1)
+        p_values = np.minimum(1.0, 2 * np.minimum(below, above))
+        for i, (a, b) in enumerate(block):
+            if not finite[i]:
+                out.append(_comparison(point[a] - point[b], deltas[i], n_boot, level))
+                continue
+            out.append({"delta": float(point[a] - point[b]), "ci_lower": float(lo[i]), "ci_upper": float(hi[i]),
+                        "p_value": float(p_values[i])})
+    return out
+
+
 def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
               compare: bool = True, common_to=None, common_leaves=None) -> BootstrapResult:
     """Point estimates, replicates, intervals and paired comparisons.
@@ -356,16 +387,18 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
             "n": int(present[m].sum()), "n_bootstrap": n_boot, "level": level, "seed": seed,
         })
 
+    # the pairs with equal case sets: each leaf's differences a block of pairs at a time (_comparisons)
+    equal = [(a, b) for a, b in pairs if (a, b, leaves[0].name) not in compared] if leaves else []
+    for leaf in leaves:
+        compared.update(((a, b, leaf.name), row) for (a, b), row in zip(equal, _comparisons(
+            equal, {m: point[m, leaf.name] for m in models}, {m: reps[m, leaf.name] for m in models}, n_boot,
+            level)))
     comparison_rows = []
     for a, b in pairs:
         n_common = int((present[a] & present[b]).sum())
         for leaf in leaves:
-            row = compared.get((a, b, leaf.name))
-            if row is None:
-                row = _comparison(point[a, leaf.name] - point[b, leaf.name],
-                                  reps[a, leaf.name] - reps[b, leaf.name], n_boot, level)
-            comparison_rows.append({"model_a": a, "model_b": b, "metric": leaf.name, **row, "n_common": n_common,
-                                    "higher_is_better": leaf.higher_is_better})
+            comparison_rows.append({"model_a": a, "model_b": b, "metric": leaf.name, **compared[a, b, leaf.name],
+                                    "n_common": n_common, "higher_is_better": leaf.higher_is_better})
 
     replicates = _long_replicates(keys, point, reps, n_boot)
     common_cases = common_replicates = None
