@@ -126,6 +126,10 @@ def replay_one(path: Path) -> str:
         from radrank import jobs as radrank_jobs
 
         kind, name, call = pickle.loads(path.read_bytes())
+        if name == "ScoreGroup" and kind == "run_in_process":
+            # the run was from scratch: nothing to keep (radrank.score_reuse keeps what the job wrote)
+            for out in getattr(call[3], "scores", None) or ():
+                Path(out).unlink(missing_ok=True)
         if kind == "run_in_process":
             try:
                 from radrank.workers import run_in_process
