@@ -200,11 +200,15 @@ def test_rubric_via_endpoint_never_leaks_the_key(fake_api, pairs, tmp_path, monk
                 assert SECRET.encode() not in f.read_bytes(), f
         assert SECRET not in json.dumps(prov)
         n_requests = len(_FakeAPI.calls)
-        job.run(jobs.Files(pairs=[pairs_path]), jobs.Files(scores=[out]))
-        assert len(_FakeAPI.calls) == n_requests  # the rerun is answered from the cache
+        job.run(jobs.Files(pairs=[pairs_path]), jobs.Files(scores=[out]))  # the score file is kept
+        out.unlink()
+        job.run(jobs.Files(pairs=[pairs_path]), jobs.Files(scores=[out]))  # the pair cache answers
+        assert len(_FakeAPI.calls) == n_requests  # neither rerun asked the judge
     text = log_path.read_text()
-    # the group job asked the judge each distinct pair once (6 pairs, one repeated), then the cache answered
-    assert "mrscore_rubric: 5 requests (5 distinct)" in text and "6 pairs, 5 distinct, 5 from the cache" in text
+    # the group job asked the judge each distinct pair once (6 pairs, one repeated); then the file was kept
+    # (radrank.score_reuse); then, without it, the score cache answered
+    assert "mrscore_rubric: 5 requests (5 distinct)" in text and "1 models (1 kept unchanged, 0 scored)" in text
+    assert "6 pairs, 5 distinct, 5 from the cache" in text
     assert SECRET not in text
 
 
