@@ -30,11 +30,6 @@ from pathlib import Path
 FIELD = "reuse_key"  # the provenance field of a score file that holds its key
 
 
-def file_digest(path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def cases_digest(cases) -> str:
     """What alignment reads of a case set: its sample ids and references, in order."""
     from radrank.score_cache import pair_digests
@@ -43,6 +38,8 @@ def cases_digest(cases) -> str:
 
 
 def reuse_key(namespace: dict, environment: dict, pairs_digest: str, cases: str | None, required: dict) -> str:
+    # the whole sha256, not provenance.stable_hash's 64 bits: a submitter must not be able to make a changed file
+    # hit the key of the scores it had before
     blob = json.dumps({"namespace": namespace, "environment": environment, "pairs": pairs_digest, "cases": cases,
                        "required": required}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -84,6 +81,7 @@ class GroupReuse:
         keys are computed: every file records its key, cache on or off, sharded or not, so that the files are
         the same bytes either way)."""
         from radrank import provenance
+        from radrank.provenance import file_sha256
         from radrank.runtime import Runtime
         from radrank.scoring import cache_key
 
@@ -93,8 +91,8 @@ class GroupReuse:
         n_rows = len(cases) if cases is not None else None
         out = cls()
         for model, pairs_path, score_path in zip(models, pair_paths, score_paths):
-            required = {req: file_digest(files[model]) for req, files in sorted((required_paths or {}).items())}
-            key = reuse_key(namespace, environment, file_digest(pairs_path), set_digest, required)
+            required = {req: file_sha256(files[model]) for req, files in sorted((required_paths or {}).items())}
+            key = reuse_key(namespace, environment, file_sha256(pairs_path), set_digest, required)
             out.keys[model] = key
             if keep and recorded(score_path, metric.columns, n_rows) == key:
                 out.kept[model] = score_path
