@@ -8,7 +8,7 @@ from types import SimpleNamespace
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import jobs, metaeval, metrics, mrscore_jobs, score_cache, workers
+from radrank import jobs, metaeval, metrics, mrscore_jobs, score_cache, snakemake_checksums, workers
 from radrank.mrscore_train import config as mrscore_config
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, check_config_files, validate_config
@@ -26,6 +26,8 @@ except RadrankError as e:
     sys.exit(f"radrank: {e}")  # the one clear message, without a traceback
 for warning in PLAN.warnings:
     print(f"radrank: warning: {warning}", file=sys.stderr)
+# each input's checksum read once per file version, not once per output of its job (radrank.snakemake_checksums)
+snakemake_checksums.memoise()
 atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
 # one id for the run's jobs (they inherit it, on SLURM too): `radrank cache info` shows the last run's hit rates
 os.environ.setdefault(score_cache.RUN_ENV_VAR, score_cache.new_run_id())

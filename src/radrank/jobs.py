@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -116,6 +117,7 @@ def run_logged(work, *, rule, log_path=None, this_thread_only=True):
     from radrank.errors import RadrankError
 
     with job_log(log_path, this_thread_only=this_thread_only):
+        wall, cpu, children = time.perf_counter(), time.thread_time(), _children_cpu()
         try:
             work()
         except RadrankError as e:
@@ -125,6 +127,17 @@ def run_logged(work, *, rule, log_path=None, this_thread_only=True):
             log.exception("rule %s failed", rule)
             where = f" (traceback in {log_path})" if log_path else ""
             raise JobFailed(f"rule {rule} failed: {type(e).__name__}: {e}{where}") from e
+        # what the job cost (its thread, as jobs may share a process, and the processes it waited for), for
+        # whoever sizes a run
+        log.info("rule %s done in %.2f s, %.2f CPU-s (%.2f in its own processes)", rule, time.perf_counter() - wall,
+                 time.thread_time() - cpu, _children_cpu() - children)
+
+
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --- jobs ---------------------------------------------------------------------------------------------

@@ -141,6 +141,32 @@ def _cell_size(n: int) -> float:
     return 0.34 if n <= MAX_ANNOTATED else max(0.09, min(0.2, 6.0 / max(n, 1)))
 
 
+TICK_PAD_PT = 3.5  # matplotlib's default gap between an axis and its tick labels
+
+
+def _row_labels(ax, labels, rows):
+    """``labels`` beside the left edge of ``ax`` at data rows ``rows``, as tick labels would stand, but one text
+    each: a tick is five artists, each label measured for the layout (at 100 models most of a figure's time)."""
+    from matplotlib.transforms import offset_copy
+
+    ax.set_yticks([])
+    at = offset_copy(ax.get_yaxis_transform(), fig=ax.figure, x=-TICK_PAD_PT, units="points")
+    for label, y in zip(labels, rows):
+        ax.text(0, y, str(label), transform=at, ha="right", va="center", fontsize=9)
+
+
+def _column_labels(ax, labels, columns, rotation):
+    """``labels`` under the bottom edge of ``ax`` at data columns ``columns``, turned by ``rotation`` degrees (45 or
+    90), anchored at their right end as rotated tick labels are; one text each (see :func:`_row_labels`)."""
+    from matplotlib.transforms import offset_copy
+
+    ax.set_xticks([])
+    at = offset_copy(ax.get_xaxis_transform(), fig=ax.figure, y=-TICK_PAD_PT, units="points")
+    for label, x in zip(labels, columns):
+        ax.text(x, 0, str(label), transform=at, rotation=rotation, rotation_mode="anchor", ha="right",
+                va="center" if rotation == 90 else "top", fontsize=9)
+
+
 # --- rank uncertainty ---------------------------------------------------------------------------------
 
 
@@ -162,7 +188,7 @@ def rank_figure(names: list, distribution: np.ndarray, point: np.ndarray, lower:
             cells = [(k + 1, i + 1 - 0.24, f"{distribution[i, k]:.2f}") for i in range(n) for k in range(n)
                      if distribution[i, k] >= 0.005]
             _annotate(ax, cells, [float(t) > 0.6 for _, _, t in cells])
-        ax.set_yticks(np.arange(1, n + 1), labels=names)
+        _row_labels(ax, names, np.arange(1, n + 1))
         ticks = np.arange(1, n + 1) if n <= 20 else np.unique(np.linspace(1, n, 10).round().astype(int))
         ax.set_xticks(ticks)
         ax.set_xlim(0.5, n + 0.5)
@@ -192,10 +218,9 @@ def _shared_rows(grid, names):
     for i, ax in enumerate(grid.axes):
         ax.set_ylim(n - 0.5, -0.5)
         if i % grid.cols == 0:
-            ax.set_yticks(np.arange(n), labels=names)
-            ax.tick_params(axis="y", length=0)
+            _row_labels(ax, names, np.arange(n))
         else:
-            ax.set_yticks([])  # the row's first panel names the models; ticks cost time per label
+            ax.set_yticks([])  # the row's first panel names the models
         ax.xaxis.set_major_locator(MaxNLocator(4))
 
 
@@ -291,9 +316,8 @@ def _heatmap(ax, matrix, labels_y, labels_x, *, cmap, vmin, vmax, annotate):
     ny, nx = m.shape
     im = _cells(ax, m, cmap=cmap, vmin=vmin, vmax=vmax)
     rotation = 45 if nx <= MAX_ANNOTATED else 90  # steep labels when the cells are narrow
-    ax.set_xticks(np.arange(nx), labels=labels_x, rotation=rotation, ha="right", va="center" if rotation == 90
-                  else "top", rotation_mode="anchor")
-    ax.set_yticks(np.arange(ny), labels=labels_y)
+    _column_labels(ax, labels_x, np.arange(nx), rotation)
+    _row_labels(ax, labels_y, np.arange(ny))
     ax.set_xlim(-0.5, nx - 0.5)
     ax.set_ylim(ny - 0.5, -0.5)
     ax.spines[:].set_visible(False)
