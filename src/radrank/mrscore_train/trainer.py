@@ -875,10 +875,23 @@ def main(argv=None) -> int:
                                                   "step": summary["global_step"]}})
     except RadrankError as e:
         logger.error("%s", e)
+        _leave_process_group()
         return 2
+    _leave_process_group()
     if _rank() == 0:
         print(json.dumps({k: v for k, v in summary.items() if k != "eval"} | {"eval": summary["eval"]}, default=str))
     return 0
+
+
+def _leave_process_group() -> None:
+    """Under torchrun, wait for rank 0's export and close the process group before the interpreter exits: a rank
+    that exits with it open can abort in gloo's threads ("terminate called without an active exception"), which
+    torchrun reports as the whole job failing."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
