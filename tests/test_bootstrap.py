@@ -418,3 +418,43 @@ def test_level_changes_interval_width():
     wc = wide.comparisons.set_index("metric")
     nc = narrow.comparisons.set_index("metric")
     assert ((wc.ci_upper - wc.ci_lower) > (nc.ci_upper - nc.ci_lower)).all()
+
+
+def _reference_merge(paths):
+    """What a model's per-sample frame is by pandas alone: each score file read with pandas.read_parquet, joined
+    outer on sample_id (which puts the rows in sample_id order)."""
+    merged = pd.read_parquet(paths[0])
+    for p in paths[1:]:
+        merged = merged.merge(pd.read_parquet(p), on="sample_id", how="outer", validate="one_to_one")
+    return merged
+
+
+def test_a_models_score_files_merge_as_pandas_joins_them(tmp_path):
+    """merge_scores (the statistics jobs' reader: one conversion to pandas per model) gives the frame pandas' own
+    read and join give, aligned files or not; the provenance it collects is each file's, as read_provenance reads it."""
+    import pyarrow.parquet as pq
+
+    from radrank import io
+    from radrank.jobs import merge_scores
+
+    rng = np.random.default_rng(3)
+    ids = [f"s{i:03d}" for i in rng.permutation(50)]  # the pairs' order, not sorted
+    first = pd.DataFrame({"sample_id": ids, "bleu2": rng.random(50)})
+    second = pd.DataFrame({"sample_id": ids, "bleu4_correct_1": rng.integers(0, 9, 50),
+                           "green_explanation": [None if i % 7 == 0 else f"text {i}" for i in range(50)],
+                           "green": np.where(np.arange(50) % 5 == 0, np.nan, rng.random(50))})
+    paths = [tmp_path / "bleu2.parquet", tmp_path / "green.parquet"]
+    for i, (frame, path) in enumerate(zip((first, second), paths)):
+        io.write_parquet(frame, path, {"metric": {"name": path.stem, "n": i}})
+    collected = []
+    merged = merge_scores(paths, collected)
+    pd.testing.assert_frame_equal(merged, _reference_merge(paths), check_exact=True)
+    assert list(merged["sample_id"]) == sorted(ids)
+    assert collected == [io.provenance_of(pq.read_schema(p)) for p in paths] == [
+        {"metric": {"name": "bleu2", "n": 0}}, {"metric": {"name": "green", "n": 1}}]
+    # another order in one file, a case missing from another: the outer join, as pandas makes it
+    io.write_parquet(second.iloc[::-1].iloc[3:], paths[1], {"metric": {"name": "green"}})
+    pd.testing.assert_frame_equal(merge_scores(paths), _reference_merge(paths), check_exact=True)
+    assert merge_scores(paths).shape == (50, 5)
+    # one file alone: as it is
+    pd.testing.assert_frame_equal(merge_scores(paths[:1]), _reference_merge(paths[:1]), check_exact=True)

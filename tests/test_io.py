@@ -1,0 +1,48 @@
+"""radrank.io's parquet readers against pandas' and pyarrow's own: the same frames and the same provenance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from radrank import io
+
+
+def _frames():
+    n = 12
+    plain = pd.DataFrame({
+        "sample_id": [f"s{i}" for i in range(n)],
+        "reference": [None if i % 5 == 0 else f"ref {i}" for i in range(n)],
+        "score": np.where(np.arange(n) % 4 == 0, np.nan, np.linspace(0, 1, n)),
+        "count": np.arange(n, dtype="int64"),
+        "nullable": pd.array([None if i % 3 == 0 else i for i in range(n)], dtype="Int64"),
+        "flag": np.arange(n) % 2 == 0,
+        "kind": pd.Categorical(["a", "b", "c"] * (n // 3)),
+        "when": pd.date_range("2026-01-01", periods=n, freq="h"),
+    })
+    indexed = plain.set_index("sample_id")  # an index pandas stores in the file's metadata
+    ranged = plain.iloc[3:]  # a RangeIndex that does not start at 0
+    return {"plain": plain, "indexed": indexed, "ranged": ranged}
+
+
+@pytest.mark.parametrize("name", sorted(_frames()))
+@pytest.mark.parametrize("columns", [None, ["score", "reference"], ["count"]])
+def test_read_parquet_is_pandas_read_parquet(tmp_path, name, columns):
+    frame = _frames()[name]
+    path = tmp_path / f"{name}.parquet"
+    frame.to_parquet(path)
+    pd.testing.assert_frame_equal(io.read_parquet(path, columns), pd.read_parquet(path, columns=columns),
+                                  check_exact=True)
+
+
+def test_files_radrank_writes_read_back_as_pandas_reads_them_with_their_provenance(tmp_path):
+    frame = _frames()["plain"]
+    path = tmp_path / "pairs.parquet"
+    record = {"stage": "pairs", "models": ["m1"], "n": 12}
+    io.write_parquet(frame, path, record)
+    pd.testing.assert_frame_equal(io.read_parquet(path), pd.read_parquet(path), check_exact=True)
+    assert io.read_provenance(path) == io.provenance_of(pq.read_schema(path)) == record
+    frame.to_parquet(tmp_path / "none.parquet")
+    assert io.read_provenance(tmp_path / "none.parquet") == {}
