@@ -1002,8 +1002,8 @@ class MetaevalAgreement(Job):
         metric_of_leaf = {leaf.name: name for name in self.metric_names for leaf in metrics.leaves(name)}
         score_provenance = []
         per_item, table, comparisons = agreement.evaluate(
-            item_set, merge_scores(list(input.scores), score_provenance), leaves, n_boot=self.n_boot, seed=self.seed, level=self.level,
-            tie_tolerance=self.tie_tolerance, metric_of_leaf=metric_of_leaf)
+            item_set, merge_scores(list(input.scores), score_provenance), leaves, n_boot=self.n_boot,
+            seed=self.seed, level=self.level, tie_tolerance=self.tie_tolerance, metric_of_leaf=metric_of_leaf)
         skipped = table.loc[table["measure"] == "not_applicable", "metric"].tolist()
         if skipped:
             log.info("%s: %s are corpus statistics with no value per report; listed as not_applicable",
