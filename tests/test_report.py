@@ -441,3 +441,37 @@ def test_a_metric_scored_with_demo_weights_is_said_first_on_its_page(layout):
     intro = page.html.split('<h2 id="')[0]  # before the first section: above the leaderboard
     assert '<p class="note demo"><strong>Demo weights: ' in intro and "numbers are meaningless" in intro
     assert page.markdown[2].startswith("**Demo weights: ") and "make mrscore-demo" in page.markdown[2]
+
+
+IMPORTS_WHILE_DRAWING = r"""
+import json, sys
+import numpy as np
+from radrank import jobs
+from radrank.report import figures
+
+layout, out, boot = json.loads(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+figures.import_matplotlib()
+def drawing_modules():
+    return {m for m in sys.modules if m.split(".")[0] in ("matplotlib", "PIL", "fontTools", "kiwisolver")}
+before = drawing_modules()
+job = jobs.Report.of_layout(layout, bootstrap=boot, empty_hypothesis="score", cases=3, processes=1)
+job.write(layout, [], job.outputs(out))
+n = 45  # a heat map of more than MAX_VECTOR_CELLS cells: an embedded PNG
+assert n * n > figures.MAX_VECTOR_CELLS
+names = [f"m{i}" for i in range(n)]
+figures.rank_figure(names, np.full((n, n), 1 / n), np.arange(1, n + 1), np.arange(1, n + 1), np.arange(1, n + 1),
+                    name="big", title="big")
+print(json.dumps(sorted(drawing_modules() - before)))
+"""
+
+
+def test_what_drawing_imports_is_imported_before_page_builders_fork(layout, tmp_path):
+    """jobs.Report forks its page builders after figures.import_matplotlib(): drawing every figure of a report, and
+    a heat map large enough to be an image, imports nothing more (else each builder would import it again)."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", IMPORTS_WHILE_DRAWING, json.dumps(layout, default=str),
+                           str(tmp_path), json.dumps(BOOT)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == []

@@ -827,8 +827,10 @@ class Report(Job):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        if FORK_SAFE:
-            import radrank.report.figures  # noqa: F401 (matplotlib: imported once, before the fork)
+        if FORK_SAFE:  # matplotlib imported once, before the fork
+            from radrank.report.figures import import_matplotlib
+
+            import_matplotlib()
         context = multiprocessing.get_context("fork" if FORK_SAFE else "spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             yield from pool.map(build_group, layout, [options] * len(layout))

@@ -31,6 +31,22 @@ MAX_ANNOTATED = 12  # heat maps with more rows than this show colour only
 MAX_VECTOR_CELLS = 1600  # larger heat maps are one embedded PNG (data: URI), not a path per cell
 
 
+# What drawing the figures imports (the SVG and, for a large heat map, the PNG backend): a report job that forks
+# its page builders imports them first, once, instead of once in every builder (0.5 CPU-s each).
+MATPLOTLIB_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_svg", "matplotlib.backends.backend_agg",
+                      "matplotlib.collections", "matplotlib.ticker", "matplotlib.transforms", "PIL.Image")
+
+
+def import_matplotlib() -> None:
+    import importlib
+
+    for name in MATPLOTLIB_MODULES:
+        importlib.import_module(name)
+    from PIL import Image
+
+    Image.preinit()  # the image formats Pillow loads at its first save (the heat map's PNG)
+
+
 CHAR_IN = 0.066  # width of one 9 pt DejaVu Sans character, inches (margins are computed, not measured:
 #                  matplotlib's constrained layout measures every label and costs more than the drawing)
 
