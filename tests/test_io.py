@@ -46,3 +46,25 @@ def test_files_radrank_writes_read_back_as_pandas_reads_them_with_their_provenan
     assert io.read_provenance(path) == io.provenance_of(pq.read_schema(path)) == record
     frame.to_parquet(tmp_path / "none.parquet")
     assert io.read_provenance(tmp_path / "none.parquet") == {}
+
+
+def test_a_text_table_reads_as_read_csv_reads_it(tmp_path):
+    """read_text_table (drop lists, one per model) against io.read_csv with pandas' parser: the same frame, the
+    apostrophes write_csv added removed (a case id "=x" or "@x" is itself again), quotes and line breaks kept."""
+    frame = pd.DataFrame({"sample_id": ["=x", "@a1", "-b", "+1", "'quoted", "plain", "7"],
+                          "reason": ["missing_prediction", "a, comma", 'say "no"', "two\nlines", "", "ü é", "x"],
+                          "detail": ["", " padded ", "=SUM(A1)", "-", "\ttab", "\r\nlf", "null"]})
+    path = tmp_path / "drops.csv"
+    io.write_csv(frame, path)
+    got = io.read_text_table(path)
+    pd.testing.assert_frame_equal(got, io.read_csv(path, dtype=str, keep_default_na=False), check_exact=True)
+    assert list(got["sample_id"]) == list(frame["sample_id"])
+    header_only = tmp_path / "empty.csv"
+    io.write_csv(frame.iloc[:0], header_only)
+    pd.testing.assert_frame_equal(io.read_text_table(header_only), io.read_csv(header_only, dtype=str,
+                                                                               keep_default_na=False),
+                                  check_exact=True, check_index_type=False)
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("sample_id,reason\na,b,c\n")
+    with pytest.raises(ValueError, match="line 2 has 3 fields"):
+        io.read_text_table(ragged)

@@ -273,6 +273,32 @@ def test_a_missing_case_costs_the_same_on_every_route(tmp_path):
     assert board.loc["h1", "Rank"] == 1
 
 
+def test_blank_predictions_for_case_ids_a_spreadsheet_would_run_still_count_as_missing(tmp_path):
+    """Case ids starting with =, @ or + are written to the drop lists with an apostrophe (io.write_csv, so that a
+    spreadsheet shows them as text); a CSV submission that leaves their predictions blank has them missing, as any
+    other case: under not_ranked it is not ranked (the drop list read back with its apostrophes matched no case, and
+    the blank cases counted as answered: coverage 1, ranked first)."""
+    ids, careful, hasty = cases_with_findings(), predictions("careful"), predictions("hasty")
+    gt = truth()
+    renamed = {c: prefix + c for c, prefix in zip(hardest(3), ("=", "@", "+"))}
+    new_ids = [renamed.get(c, c) for c in ids]
+    references = [f"Findings: {gt[c]['section_findings']}" for c in ids]
+
+    def parquet(answers):
+        return pd.DataFrame({"sample_id": new_ids, "reference": references, "hypothesis": [answers[c] for c in ids]})
+
+    study = {c: i for i, c in enumerate(ids)}
+    answered = [c for c in ids if c not in renamed]
+    csv_pair = (pd.DataFrame({"study_id": [study[c] for c in answered], "report": [careful[c] for c in answered]}),
+                pd.DataFrame({"study_id": [study[c] for c in ids], "case_id": new_ids, "report": references}))
+    subs = {"h1": parquet(careful), "h2": parquet(hasty), "csv": csv_pair}
+    board, accounting, _ = run_group(tmp_path, subs, canonical=False, missing_cases="not_ranked")
+    missing = accounting[(accounting["model"] == "csv") & (accounting["status"] == "missing")]
+    assert sorted(missing["sample_id"]) == sorted(renamed.values()) and set(missing["reason"]) == {"missing_prediction"}
+    assert board.loc["csv", "Missing"] == 3 and board.loc["csv", "Missing reasons"] == "missing_prediction 3"
+    assert pd.isna(board.loc["csv", "Rank"]) and board.loc["h1", "Rank"] == 1
+
+
 # --- Rank inside Rank CI, by construction --------------------------------------------------------------
 
 

@@ -337,9 +337,7 @@ def generate(adapter, generator, *, shard=(0, 1), out_pairs, out_drops, task: st
     out_pairs, out_drops = Path(out_pairs), Path(out_drops)
     if out_pairs.is_file() and out_drops.is_file() and io.read_provenance(out_pairs).get("identity") == identity:
         log.info("shard %s of %s already generated (%s)", shard[0], shard[1], out_pairs)
-        import pandas as pd
-
-        return io.read_parquet(out_pairs), pd.read_csv(out_drops, dtype=str, keep_default_na=False)
+        return io.read_parquet(out_pairs), io.read_text_table(out_drops)
 
     progress = _progress_path(out_pairs)
     done = _read_progress(progress, identity)
@@ -396,7 +394,7 @@ def merge(*, pair_paths, drop_paths, out_pairs, out_drops):
     parts = [io.read_parquet(p) for p in pair_paths]
     # An all-dropped shard's empty columns have no string type; leave them out so the types stay the shards'.
     pairs = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
-    drops = pd.concat([pd.read_csv(p, dtype=str, keep_default_na=False) for p in drop_paths], ignore_index=True)
+    drops = pd.concat([io.read_text_table(p) for p in drop_paths], ignore_index=True)
     if pairs["sample_id"].duplicated().any():
         raise InputError(pair_paths[0], "shards overlap: a sample id appears in more than one shard",
                          field="sample_id")

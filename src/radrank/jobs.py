@@ -226,7 +226,7 @@ class Ingest(Job):
                                               canonical=canonical, canonical_path=canonical_path,
                                               dataset=self.dataset, on_mismatch=self.on_mismatch)
         if generated:  # what the generation job listed (no image, unreadable image, ...) stays listed
-            listed = pd.read_csv(generated, dtype=str, keep_default_na=False)
+            listed = io.read_text_table(generated)
             drops = pd.concat([listed, drops.astype(str)], ignore_index=True) if len(listed) else drops
             fmt = "generated"
         sources = {"path": str(path), "sha256": provenance.file_sha256(path)}
@@ -272,8 +272,6 @@ class Cases(Job):
     canonical_sha256: str | None = None
 
     def run(self, input, output):
-        import pandas as pd
-
         from radrank.ingest import casesets
         from radrank.ingest.references import check_group, read_canonical
 
@@ -284,7 +282,7 @@ class Cases(Job):
                  for m, p in zip(self.models, input.pairs)}
         cases = check_group(pairs, dataset=self.dataset, split=self.split, canonical=canonical,
                             canonical_path=canonical_path)
-        drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in zip(self.models, input.drops)}
+        drops = {m: io.read_text_table(p) for m, p in zip(self.models, input.drops)}
         accounting = casesets.account({m: table for m, (table, _) in pairs.items()}, drops, cases,
                                       canonical=canonical is not None)
         described = casesets.describe(len(cases), canonical_path=canonical_path, n_submissions=len(self.models))
@@ -640,7 +638,7 @@ class Leaderboard(Job):
         rank_summary, distribution, tied = rank_uncertainty(summary, replicates, comparisons, rank_by=self.rank_by,
                                                             fallback_rank_by=self.fallback_rank_by, level=self.level,
                                                             coverage=covered, min_common_cases=self.min_common_cases)
-        drops = {m: pd.read_csv(p, dtype=str, keep_default_na=False) for m, p in zip(self.models, input.drops)}
+        drops = {m: io.read_text_table(p) for m, p in zip(self.models, input.drops)}
         sheet = input.get("models_sheet")
         meta = read_models_sheet(sheet) if sheet else None
         table = build_leaderboard(summary, drops, meta, rank_by=self.rank_by, fallback_rank_by=self.fallback_rank_by,

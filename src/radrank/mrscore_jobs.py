@@ -118,7 +118,7 @@ class Grade(Stage):
         cfg = self.training
         refs, cands = io.read_parquet(input.references), io.read_parquet(input.candidates)
         graded, drops = grade_candidates(cands, refs, cfg.tiers, cfg.rubric, Runtime())
-        written = pd.read_csv(input.write_drops, dtype=str, keep_default_na=False)
+        written = io.read_text_table(input.write_drops)
         all_drops = pd.concat([written, drops.astype(str)], ignore_index=True) if len(written) else drops
         io.write_csv(all_drops, output.dropped)
         if graded.empty:
@@ -216,8 +216,6 @@ class Select(Stage):
     stage = "select"
 
     def run(self, input, output):
-        import pandas as pd
-
         from radrank import metaeval
         from radrank.mrscore_train import selection
 
@@ -233,7 +231,7 @@ class Select(Stage):
         if model_dir.exists():
             shutil.rmtree(model_dir)
         shutil.copytree(best, model_dir)
-        dropped = pd.read_csv(input.dropped, dtype=str, keep_default_na=False)
+        dropped = io.read_text_table(input.dropped)
         grade = dropped[dropped["stage"] == "grade"]
         refs = io.read_parquet(input.references)
         ref_prov = io.read_provenance(input.references)
@@ -242,7 +240,7 @@ class Select(Stage):
                   float(graded.loc[graded["tier"] == t.name, "score"].mean()) if (graded["tier"] == t.name).any()
                   else float("nan")) for t in cfg.tiers]
         counts = {
-            "references": len(refs), "references_dropped": len(pd.read_csv(input.reference_drops, dtype=str)),
+            "references": len(refs), "references_dropped": len(io.read_text_table(input.reference_drops)),
             "references_available": ref_prov.get("available", len(refs)),
             "written": len(written), "tiers": tiers,
             "dropped_write": int((dropped["stage"] == "write").sum()),

@@ -88,7 +88,7 @@ def write_model_summaries(replicates, summary, drops_paths: dict, out_dir):
                                  sort_keys=True), keys_path)
     for model, reps, rows, drops_path in todo:
         write_model_files(results=results_table(reps), summary=rows,
-                          drops=pd.read_csv(drops_path, dtype=str, keep_default_na=False),
+                          drops=io.read_text_table(drops_path),
                           **dict(zip(("out_results", "out_summary", "out_drops"),
                                      (out_dir / model / name for name in FILES))))
     if todo:

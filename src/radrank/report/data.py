@@ -237,23 +237,6 @@ def _pairs_provenance(models: dict, already: dict) -> dict:
     return {m: already.get(m) or read_provenance(entry["pairs"]) for m, entry in models.items()}
 
 
-def _read_drops(path):
-    """A drop list as strings, as :func:`radrank.io.read_csv` with ``dtype=str, keep_default_na=False`` reads it
-    (the apostrophe that keeps a spreadsheet from running a text removed), with the csv module: they are many
-    and small."""
-    import csv
-
-    import pandas as pd
-
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.reader(f))
-    if not rows:
-        return pd.DataFrame()
-    header = [io.plain_text(h) for h in rows[0]]
-    body = [[io.plain_text(v) for v in r] for r in rows[1:]]
-    return pd.DataFrame(body, columns=header, dtype=object) if body else pd.DataFrame(columns=header, dtype=object)
-
-
 def load_group(entry: dict, *, cases: int = 5) -> Group:
     """Read one dataset × split from the paths in ``entry`` (the workflow's report layout:
     dataset, split, leaderboard, ranks, summary, comparisons, and per model its pairs, drops and
@@ -267,7 +250,7 @@ def load_group(entry: dict, *, cases: int = 5) -> Group:
     metric_names = list(next(iter(models.values()))["scores"]) if models else []
     values, columns, score_prov = _per_sample_values(models, metric_names)
     leaves = [leaf for name in metric_names for leaf in metrics.get(name).leaves]
-    drops = {m: _read_drops(e["drops"]) for m, e in models.items()}
+    drops = {m: io.read_text_table(e["drops"]) for m, e in models.items()}
     group = Group(dataset=entry["dataset"], split=entry["split"], board=board, summary=summary,
                   comparisons=comparisons, ranks=ranks, values=values, columns=columns, leaves=leaves,
                   metric_names=metric_names,
