@@ -66,5 +66,5 @@ def test_a_text_table_reads_as_read_csv_reads_it(tmp_path):
                                   check_exact=True, check_index_type=False)
     ragged = tmp_path / "ragged.csv"
     ragged.write_text("sample_id,reason\na,b,c\n")
-    with pytest.raises(ValueError, match="line 2 has 3 fields"):
+    with pytest.raises(ValueError, match="row 1 after the header has 3 fields, the header 2"):
         io.read_text_table(ragged)

@@ -201,9 +201,10 @@ def read_text_table(path):
         raise ValueError(f"{path}: no header row")
     header = [plain_text(h) for h in rows[0]]
     body = [[plain_text(v) for v in r] for r in rows[1:]]
-    for number, row in enumerate(body, start=2):
+    for number, row in enumerate(body, start=1):
         if len(row) != len(header):
-            raise ValueError(f"{path}: line {number} has {len(row)} fields, the header {len(header)}")
+            raise ValueError(f"{path}: row {number} after the header has {len(row)} fields, the header "
+                             f"{len(header)}")
     return pd.DataFrame(body, columns=header, dtype=str) if body else pd.DataFrame(
         {h: pd.Series([], dtype=str) for h in header})
 

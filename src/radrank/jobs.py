@@ -474,9 +474,9 @@ class CollectShards(Job):
         write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, {}, keys)
 
 
-def merge_scores(score_paths: list, provenance: list | None = None):
-    """The score files of one model (one per metric) joined on sample_id; each file's provenance record appended
-    to ``provenance`` when given (read from the same open file)."""
+def merge_scores(score_paths: list) -> tuple:
+    """(the score files of one model (one per metric) joined on sample_id, each file's provenance record), both
+    from one read of each file."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -485,22 +485,21 @@ def merge_scores(score_paths: list, provenance: list | None = None):
     for p in score_paths:
         with pq.ParquetFile(p) as f:
             tables.append(f.read())
-    if provenance is not None:
-        provenance += [io.provenance_of(t.schema) for t in tables]
+    provenance = [io.provenance_of(t.schema) for t in tables]
     ids = tables[0].column("sample_id")
     if (len(tables) > 1 and all(t.column("sample_id").equals(ids) for t in tables[1:])
             and pc.count_distinct(ids, mode="all").as_py() == len(ids)):
         # the usual case (every score file of a model is in its aligned pairs' order): the outer join's rows are
         # the ids sorted, its columns side by side, converted to pandas once (not once per file, then joined:
-        # 3x the CPU at 100 models; tests/test_jobs.py compares the two)
+        # 3x the CPU at 100 models; tests/test_bootstrap.py compares the two)
         names = ["sample_id", *(n for t in tables for n in t.column_names if n != "sample_id")]
         columns = [ids, *(t.column(n) for t in tables for n in t.column_names if n != "sample_id")]
         joined = pa.Table.from_arrays(columns, names=names)
-        return joined.take(pc.sort_indices(joined, [("sample_id", "ascending")])).to_pandas()
+        return joined.take(pc.sort_indices(joined, [("sample_id", "ascending")])).to_pandas(), provenance
     merged = tables[0].to_pandas()
     for table in tables[1:]:
         merged = merged.merge(table.to_pandas(), on="sample_id", how="outer", validate="one_to_one")
-    return merged
+    return merged, provenance
 
 
 def check_case_set(scores: dict, cases) -> None:
@@ -557,8 +556,8 @@ class Bootstrap(Job):
         score_paths = by_model(input.scores, self.models, len(self.metrics))
         drops_paths = by_model(input.drops, self.models, 1)
         leaves = [leaf for name in self.metrics for leaf in metrics.leaves(name)]
-        score_provenance = {model: [] for model in score_paths}
-        scores = {model: merge_scores(paths, score_provenance[model]) for model, paths in score_paths.items()}
+        merged = {model: merge_scores(paths) for model, paths in score_paths.items()}
+        scores = {model: frame for model, (frame, _) in merged.items()}
         cases = pd.read_parquet(input.cases)["sample_id"]
         accounting = pd.read_parquet(input.accounting)
         check_case_set(scores, cases)
@@ -588,7 +587,7 @@ class Bootstrap(Job):
             n_dataset_cases=len(cases), ranked_models=ranked, n_rank_cases=result.common_cases,
             min_coverage=self.min_coverage, min_common_cases=self.min_common_cases, missing_cases=self.missing_cases,
             judge_failures=self.judge_failures,
-            score_provenance={m: [prov.get("metric") for prov in records] for m, records in score_provenance.items()},
+            score_provenance={m: [record.get("metric") for record in records] for m, (_, records) in merged.items()},
             method="exact paired bootstrap over case ids from per-sample sufficient statistics "
                    "(radrank.stats.bootstrap)",
         )
@@ -1000,10 +999,10 @@ class MetaevalAgreement(Job):
         item_set = from_meta(prov["metaeval"], io.read_parquet(input.item_table))
         leaves = [leaf for name in self.metric_names for leaf in metrics.leaves(name)]
         metric_of_leaf = {leaf.name: name for name in self.metric_names for leaf in metrics.leaves(name)}
-        score_provenance = []
+        scores, score_provenance = merge_scores(list(input.scores))
         per_item, table, comparisons = agreement.evaluate(
-            item_set, merge_scores(list(input.scores), score_provenance), leaves, n_boot=self.n_boot,
-            seed=self.seed, level=self.level, tie_tolerance=self.tie_tolerance, metric_of_leaf=metric_of_leaf)
+            item_set, scores, leaves, n_boot=self.n_boot, seed=self.seed, level=self.level,
+            tie_tolerance=self.tie_tolerance, metric_of_leaf=metric_of_leaf)
         skipped = table.loc[table["measure"] == "not_applicable", "metric"].tolist()
         if skipped:
             log.info("%s: %s are corpus statistics with no value per report; listed as not_applicable",

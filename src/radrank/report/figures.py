@@ -34,7 +34,7 @@ MAX_VECTOR_CELLS = 1600  # larger heat maps are one embedded PNG (data: URI), no
 # What drawing the figures imports (the SVG and, for a large heat map, the PNG backend): a report job that forks
 # its page builders imports them first, once, instead of once in every builder (0.5 CPU-s each).
 MATPLOTLIB_MODULES = ("matplotlib.figure", "matplotlib.backends.backend_svg", "matplotlib.backends.backend_agg",
-                      "matplotlib.collections", "matplotlib.ticker", "matplotlib.transforms", "PIL.Image")
+                      "matplotlib.collections", "matplotlib.ticker", "matplotlib.transforms")
 
 
 def import_matplotlib() -> None:
