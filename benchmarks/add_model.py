@@ -2,22 +2,25 @@
 that built the N from scratch, and a no-op rerun's wall time.
 
 For each N (``--models``, default 20 and 100) a copy of the workflow gets N + 1 synthetic ReXrank JSON submissions
-of ``--cases`` cases (IU-Xray's 590; one dataset, both splits; lexical panel bleu2 bleu4 rouge, meta-evaluation
-off, one score cache per copy). Three runs, ``--cores 2``:
-1. the sheet without the last model, from scratch (the full run);
-2. the last model added to the sheet (the new submission);
+of ``--cases`` cases (IU-Xray's 590) for each of ``--datasets`` datasets (default 1; both splits; lexical panel bleu2
+bleu4 rouge, meta-evaluation off, one score cache per copy). Three runs, ``--cores 2``:
+1. the sheet without the last row — the last model on the last dataset — from scratch (the full run);
+2. that row added to the sheet (the new submission; with ``--datasets 4``, a submission to one of four leaderboards);
 3. nothing changed (a no-op rerun: its wall time).
 Printed per run: wall and CPU (snakemake and everything it started: getrusage of the waited-for child), the
-jobs by rule, and the scoring jobs' own account of their pairs (scored, from the cache). Goal: run 2 costs at
-most 15 % of run 1's CPU at 20 models, 5 % at 100; run 3 at most 2 s. Run 3's CPU share of run 1 is printed as the
-floor: what run 2 costs before any job starts.
+jobs by rule, and the scoring jobs' own account of their pairs (scored, from the cache); for run 2 the CPU each rule's
+jobs logged (their own and their processes'). Goal: run 2 costs at most 15 % of run 1's CPU at 20 models, 5 % at
+100; run 3 at most 2 s. The floor is printed too: what run 2 costs before any job does its work — run 3's CPU
+(Snakemake's start, the Snakefile, the DAG, every output's date) plus the start of the worker pool the jobs run in
+(an interpreter importing ``radrank.workers.PRELOAD``, measured here in a process of its own).
 With --against REV the same three runs are made first for that git revision (the reference in the same run).
 Bytecode is written by the first run, as in any checkout after its first run; --without-bytecode makes the three
 runs once more with none for the interpreter's packages either (as from a venv installed without it where none is
 written: PYTHONDONTWRITEBYTECODE, a read-only shared venv; simulated with PYTHONPYCACHEPREFIX pointing at an empty
 folder), so that every process compiles what it imports.
 
-    python benchmarks/add_model.py [--models 20 100] [--cases 590] [--against REV] [--without-bytecode]
+    python benchmarks/add_model.py [--models 20 100] [--cases 590] [--datasets 1] [--against REV]
+                                   [--without-bytecode]
 """
 
 from __future__ import annotations
@@ -47,8 +50,34 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+JOB_LINE = re.compile(r"rule (\w+) done in [\d.]+ s, ([\d.]+) CPU-s \(([\d.]+) in its own processes\)")
+
+
+def job_cpu(work: Path, since: float) -> Counter:
+    """CPU-s per rule (score_* as score) that the jobs of the run started at ``since`` logged."""
+    out = Counter()
+    for log in (work / "logs").rglob("*.log"):
+        if log.stat().st_mtime >= since:
+            for rule, own, children in JOB_LINE.findall(log.read_text()):
+                out["score" if rule.startswith("score_") else rule] += float(own) + float(children)
+    return out
+
+
+def worker_start_cpu(repo: Path, env: dict) -> float:
+    """CPU-s of an interpreter that imports what the worker pool preloads, less one that imports nothing."""
+    code = "from radrank import workers; workers._preload(workers.PRELOAD)"
+    cost = []
+    for argv in ([sys.executable, "-c", code], [sys.executable, "-c", "pass"]):
+        before = children_cpu()
+        subprocess.run(argv, check=True, env={**env, "PYTHONPATH": str(repo / "src")})
+        cost.append(children_cpu() - before)
+    return cost[0] - cost[1]
+
+
 def run(work: Path, env: dict) -> tuple:
-    """(wall s, CPU s, jobs by rule, the scoring jobs' pair lines) of one ``snakemake --cores 2`` in ``work``."""
+    """(wall s, CPU s, jobs by rule, the scoring jobs' pair lines, CPU-s by rule as the jobs logged it) of one
+    ``snakemake --cores 2`` in ``work``."""
+    since = time.time() - 1
     before, start = children_cpu(), time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "all"], cwd=work, capture_output=True,
                           text=True, env={**env, "RADRANK_SCORE_CACHE": str(work / "score-cache")})
@@ -60,12 +89,12 @@ def run(work: Path, env: dict) -> tuple:
     pairs = []
     for log in sorted((work / "logs/score").rglob("*.log")):
         pairs += [line.split("] ", 1)[-1] for line in log.read_text().splitlines() if " distinct" in line]
-    return wall, cpu, jobs, pairs
+    return wall, cpu, jobs, pairs, job_cpu(work, since)
 
 
-def measure(label: str, repo: Path, models: int, cases: int, env: dict) -> dict:
+def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets: int = 1) -> dict:
     tmp = tempfile.TemporaryDirectory()
-    work = _workdir.make(Path(tmp.name), models=models + 1, datasets=1, cases=cases,
+    work = _workdir.make(Path(tmp.name), models=models + 1, datasets=datasets, cases=cases,
                          metrics=["bleu2", "bleu4", "rouge"], repo=repo)
     config_path = work / "config/config.yaml"
     config_path.write_text(yaml.safe_dump({**yaml.safe_load(config_path.read_text()), "metaeval": {"sets": []}}))
@@ -77,13 +106,18 @@ def measure(label: str, repo: Path, models: int, cases: int, env: dict) -> dict:
     added = run(work, env)
     noop = run(work, env)
     tmp.cleanup()
+    pool = worker_start_cpu(repo, env)
     share = added[1] / full[1]
-    print(f"{label}, {models} models x {cases} cases (1 dataset x 2 splits, lexical panel):")
-    for name, (wall, cpu, jobs, _) in (("full run", full), ("add one model", added), ("no-op rerun", noop)):
+    print(f"{label}, {models} models x {cases} cases ({datasets} dataset{'s' if datasets > 1 else ''} x 2 splits, "
+          "lexical panel; the new model on one dataset):")
+    for name, (wall, cpu, jobs, *_) in (("full run", full), ("add one model", added), ("no-op rerun", noop)):
         print(f"  {name:14s} {wall:6.1f} s wall {cpu:7.1f} s CPU  {sum(jobs.values()):4d} jobs "
               f"({', '.join(f'{k} {v}' for k, v in sorted(jobs.items()))})")
     for line in added[3][:6]:
         print(f"    add-one scoring: {line}")
+    print("    add-one jobs' CPU as they logged it: " + ", ".join(f"{rule} {cpu:.2f}" for rule, cpu in
+                                                             sorted(added[4].items(), key=lambda kv: -kv[1]))
+          + f" (sum {sum(added[4].values()):.2f} s)")
     goal = GOALS.get(models)
     print(f"  add one model = {100 * share:.1f} % of the full run's CPU"
           + (f" (goal <= {100 * goal:.0f} %: {'met' if share <= goal else 'NOT met'})" if goal else "")
@@ -91,15 +125,19 @@ def measure(label: str, repo: Path, models: int, cases: int, env: dict) -> dict:
             f"{'met' if noop[0] <= NOOP_GOAL_S else 'NOT met'})", flush=True)
     # a run that adds a model does everything a no-op rerun does (Snakemake's start, the Snakefile, the DAG,
     # every output's date) before its first job: the no-op's share is the floor no job-side change goes below
-    print(f"  floor: the no-op rerun's {noop[1]:.1f} s CPU = {100 * noop[1] / full[1]:.1f} % of the full run's; "
-          f"the jobs and their bookkeeping add {100 * (added[1] - noop[1]) / full[1]:.1f} %", flush=True)
-    return {"share": share, "noop": noop[0], "full_cpu": full[1], "added_cpu": added[1]}
+    floor = noop[1] + pool
+    print(f"  floor: the no-op rerun's {noop[1]:.1f} s CPU + the worker pool's start {pool:.1f} s = {floor:.1f} s = "
+          f"{100 * floor / full[1]:.1f} % of the full run's; the jobs and their bookkeeping add "
+          f"{100 * (added[1] - floor) / full[1]:.1f} %", flush=True)
+    return {"share": share, "noop": noop[0], "full_cpu": full[1], "added_cpu": added[1], "floor": floor}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", type=int, nargs="+", default=[20, 100])
     p.add_argument("--cases", type=int, default=590)
+    p.add_argument("--datasets", type=int, default=1, help="datasets (leaderboards of two splits); the new model "
+                                                          "submits to the last one only")
     p.add_argument("--against", help="a git revision measured first, as the reference")
     p.add_argument("--without-bytecode", action="store_true",
                    help="also measure this checkout with no bytecode for any module")
@@ -109,12 +147,12 @@ def main() -> None:
         ref = None
         if args.against:
             with _workdir.revision(args.against) as repo:
-                ref = measure(f"{args.against}", repo, n, args.cases, env)
-        this = measure("this checkout", _workdir.REPO, n, args.cases, env)
+                ref = measure(f"{args.against}", repo, n, args.cases, env, args.datasets)
+        this = measure("this checkout", _workdir.REPO, n, args.cases, env, args.datasets)
         if args.without_bytecode:
             with tempfile.TemporaryDirectory() as empty:  # stays empty: nothing is written there
                 bare = measure("this checkout, no bytecode", _workdir.REPO, n, args.cases,
-                               {**env, "PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"})
+                               {**env, "PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}, args.datasets)
             print(f"  no bytecode / bytecode: full run CPU x{bare['full_cpu'] / this['full_cpu']:.2f}, add-one CPU "
                   f"x{bare['added_cpu'] / this['added_cpu']:.2f}, share {100 * bare['share']:.1f} % -> "
                   f"{100 * this['share']:.1f} %, no-op {bare['noop']:.1f} -> {this['noop']:.1f} s", flush=True)

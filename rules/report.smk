@@ -11,22 +11,28 @@ rule report:
             caption="../report/report.rst",
             category="Report",
         ),
+        # update(): a group page whose inputs, options and code are unchanged is kept with its figures, not built
+        # again (radrank.report.reuse)
         pages=[
-            report(
-                f"{REPORT}/{page}",
-                caption="../report/page.rst",
-                category="Report",
-                subcategory="Dataset × split pages",
+            update(
+                report(
+                    f"{REPORT}/{page}",
+                    caption="../report/page.rst",
+                    category="Report",
+                    subcategory="Dataset × split pages",
+                )
             )
             for page in report_pages()
         ],
-        figures=report(
-            directory(f"{REPORT}/figures"),
-            patterns=["{dataset}/{split}/{figure}.svg"],
-            caption="../report/figure.rst",
-            category="Figures",
-            subcategory="{dataset} {split}",
-            labels={"dataset": "{dataset}", "split": "{split}", "figure": "{figure}"},
+        figures=update(
+            report(
+                directory(f"{REPORT}/figures"),
+                patterns=["{dataset}/{split}/{figure}.svg"],
+                caption="../report/figure.rst",
+                category="Figures",
+                subcategory="{dataset} {split}",
+                labels={"dataset": "{dataset}", "split": "{split}", "figure": "{figure}"},
+            )
         ),
     log:
         "logs/report.log",

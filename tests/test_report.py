@@ -17,7 +17,7 @@ import pytest
 from synthetic import write_workflow_outputs  # noqa: E402
 
 from radrank import io, jobs  # noqa: E402
-from radrank.report import load_group, render_group, render_report  # noqa: E402
+from radrank.report import load_group, render_group, render_report, reuse  # noqa: E402
 from radrank.report.data import SampleColumn, sample_columns, select_cases  # noqa: E402
 from radrank.report.page import PAGE_ROWS, script_json  # noqa: E402
 from radrank.metrics.crimson import crimson_errors  # noqa: E402
@@ -134,6 +134,12 @@ def test_pages_are_self_contained_offline_and_linked(rendered):
             assert not anchor or anchor in ids[page or name], (name, target)
 
 
+def _content_files(root: Path) -> list:
+    """The report's files under ``root``, less the page reuse's bookkeeping (its keys name the output folder)."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and not reuse.is_bookkeeping(p.relative_to(root)))
+
+
 @pytest.mark.parametrize("fork", [False, True], ids=["spawned", "forked"])
 def test_rerender_is_byte_identical_also_in_parallel_processes(layout, rendered, tmp_path, monkeypatch, fork):
     """Two processes even for this small report: spawned (as in Snakemake's own process) or forked (as in a
@@ -145,8 +151,8 @@ def test_rerender_is_byte_identical_also_in_parallel_processes(layout, rendered,
     monkeypatch.setattr(multiprocessing, "get_context", lambda method=None: started.append(method) or real(method))
     write_report(layout, tmp_path, processes=2)
     assert started == ["fork" if fork else "spawn"]
-    files = sorted(str(p.relative_to(rendered)) for p in rendered.rglob("*") if p.is_file())
-    assert files == sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    files = _content_files(rendered)
+    assert files == _content_files(tmp_path)
     for name in files:
         assert (tmp_path / name).read_bytes() == (rendered / name).read_bytes(), name
 

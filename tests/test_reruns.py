@@ -177,3 +177,49 @@ def test_every_run_keeps_the_score_cache_bounded(finished, tmp_path):
         assert len(busy.lookup([f"{i:016x}{j:016x}" for i in range(sc.COMPACT_MIN_PACKS) for j in range(50)])) == 400
     finally:
         (finished / "config/config.yaml").write_text(original)
+
+
+def _report_files(workdir) -> dict:
+    """Relative path -> bytes of every file of the report (Snakemake's timestamp marker aside)."""
+    root = workdir / "results/report"
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != ".snakemake_timestamp"}
+
+
+def test_a_worse_resubmission_rebuilds_its_groups_pages_and_the_kept_page_is_what_a_fresh_build_writes(tmp_path):
+    """The report keeps a group page only while everything it is built from is unchanged (radrank.report.reuse).
+    The leader, careful, resubmits the template's worse reports for demo_cxr: both demo_cxr pages are built again
+    (a kept page would still show careful first), demo_clinic's page is kept, and every report file is what a
+    run from scratch on the same inputs writes."""
+    config = {"metrics": ["bleu2", "rouge"], "metaeval": {"sets": []}}
+    workdir = make_workdir(tmp_path / "reused", **config)
+    snakemake(workdir)
+    before = _report_files(workdir)
+    shutil.copy(workdir / "example/demo_cxr/template.json", workdir / "example/demo_cxr/careful.json")
+    snakemake(workdir)
+    log = (workdir / "logs/report.log").read_text()
+    assert "1 of 3 pages kept (their inputs, options and code unchanged): demo_clinic_findings.html" in log, log
+    after = _report_files(workdir)
+    assert after["demo_clinic_findings.html"] == before["demo_clinic_findings.html"]
+    assert after["demo_cxr_findings.html"] != before["demo_cxr_findings.html"]
+    fresh = make_workdir(tmp_path / "fresh", **config)
+    shutil.copy(fresh / "example/demo_cxr/template.json", fresh / "example/demo_cxr/careful.json")
+    snakemake(fresh)
+    assert _report_files(fresh) == after
+    assert _planned(workdir) == []  # the kept page is newer than its inputs
+
+    # A score file rewritten with other bytes and its date set back: Snakemake sees no change, but a report run
+    # for another reason (here forced) must not keep the page built from the old bytes.
+    score = workdir / "results/scores/demo_clinic/findings/careful/bleu2.parquet"
+    stat = score.stat()
+    shutil.copy(workdir / "results/scores/demo_clinic/findings/template/bleu2.parquet", score)
+    os.utime(score, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    snakemake(workdir, "--forcerun", "report")
+    log = (workdir / "logs/report.log").read_text()
+    assert "2 of 3 pages kept" in log and "demo_clinic_findings.html" not in log.split("pages kept")[1].split("\n")[0]
+    rebuilt = _report_files(workdir)
+    assert rebuilt["demo_clinic_findings.html"] != after["demo_clinic_findings.html"]
+    (workdir / "results/report/figures/.content-keys.json").unlink()  # nothing kept: every page built again
+    snakemake(workdir, "--forcerun", "report")
+    assert "pages kept" not in (workdir / "logs/report.log").read_text()
+    assert _report_files(workdir) == rebuilt

@@ -655,19 +655,16 @@ class Leaderboard(Job):
         io.write_csv(table, output.board)
 
 
-GROUP_FILES = ("leaderboard", "ranks", "summary", "comparisons")  # a report group's own files
-MODEL_FILES = ("pairs", "drops")  # and per model these, besides its score files (one per metric)
-
-
 @dataclass(frozen=True)
 class Report(Job):
     """The report: its index page (report.html), one page per dataset × split beside it (:meth:`page_name`), its
-    Markdown summary and its figures. Input: ``group0``, ``group1``, … (per dataset × split: :data:`GROUP_FILES`,
-    then per model :data:`MODEL_FILES` and its score files, each by name: :meth:`inputs`), ``metaeval`` (one
-    agreement table per set, in :attr:`metaeval_sets` order). Output: ``html``, ``markdown``, ``figures`` (a
-    folder), ``pages`` (the group pages in group order; by default :meth:`page_name` beside ``html``) and
-    ``appendix`` (the reporting appendix in Markdown; by default appendix.md beside ``html``, which links it by
-    that name).
+    Markdown summary and its figures. Input: ``group0``, ``group1``, … (per dataset × split: its ``GROUP_FILES``,
+    then per model its ``MODEL_FILES`` (:mod:`radrank.report.data`) and score files, each by name: :meth:`inputs`),
+    ``metaeval`` (one agreement table per set, in :attr:`metaeval_sets` order). Output: ``html``, ``markdown``,
+    ``figures`` (a folder), ``pages`` (the group pages in group order; by default :meth:`page_name` beside ``html``)
+    and ``appendix`` (the reporting appendix in Markdown; by default appendix.md beside ``html``, which links it by
+    that name). A group page whose inputs, options and code are those it was built from is kept, not built again
+    (:mod:`radrank.report.reuse`: the pages and the figures folder are ``update()`` outputs).
 
     ``processes``: how many groups are built at once, each in a process of its own (the rule's threads; not a
     param: the pages are the same bytes however many build them)."""
@@ -717,6 +714,8 @@ class Report(Job):
         each), ``group{i}_pairs`` and ``group{i}_drops`` (one per model, in the group's model order),
         ``group{i}_scores`` (per model its score files, in the group's metric order); ``metaeval``: one agreement
         table per set."""
+        from radrank.report.data import GROUP_FILES, MODEL_FILES
+
         named = {}
         for i, entry in enumerate(layout):
             models = list(entry["models"].values())
@@ -730,6 +729,8 @@ class Report(Job):
     def layout(self, input) -> list:
         """Per group the files it reads (the rule's input, named by :meth:`inputs`), as
         :func:`radrank.report.load_group` takes them."""
+        from radrank.report.data import GROUP_FILES, MODEL_FILES
+
         out = []
         for i, (dataset, split, models, metric_names) in enumerate(self.groups):
             scores = by_model(input[f"group{i}_scores"], list(models), len(metric_names))
@@ -779,30 +780,43 @@ class Report(Job):
 
         from radrank.report import navigation, render_index
 
+        from radrank.report.reuse import PageReuse
+
         pages, appendix_path = self._pages(layout, output), self._appendix(output)
         folder = os.path.dirname(str(output.html))
         options = {"cases": self.cases, "level": float(self.bootstrap["level"]), "link_base": folder,
                    "nav": navigation([(e["dataset"], e["split"]) for e in layout]),
                    "metaeval": bool(self.metaeval_sets), "config_hash": self.config_hash}
-        os.makedirs(output.figures, exist_ok=True)  # a directory output, complete once the index is written
-        rendered, n_figures = [], 0
-        for path, group in zip(pages, self._build(layout, options)):
+        # a directory output, complete once the index is written; it keeps the figures of the pages still right
+        reuse = PageReuse.of(layout, options, pages, output.figures)
+        kept = {os.path.basename(path): page for path, entry in zip(pages, layout)
+                if (page := reuse.kept(entry, path)) is not None}
+        reuse.prepare(kept, [(os.path.basename(path), entry) for path, entry in zip(pages, layout)])
+        todo = [(path, entry) for path, entry in zip(pages, layout) if os.path.basename(path) not in kept]
+        built, n_figures = {}, 0
+        for (path, _), group in zip(todo, self._build([entry for _, entry in todo], options)):
             log.info("%s", group.log)
             for name, svg in sorted(group.figures.items()):
                 io.write_text(svg, os.path.join(str(output.figures), name))
             n_figures += len(group.figures)
             io.write_text(group.html, path)
             group.html, group.figures = "", {}  # written: only the index's parts are kept
-            rendered.append(group)
+            reuse.built(group)
+            built[os.path.basename(path)] = group
+        rendered = [built.get(os.path.basename(path)) or kept[os.path.basename(path)] for path in pages]
+        if kept:
+            log.info("report: %d of %d pages kept (their inputs, options and code unchanged): %s", len(kept),
+                     len(pages), ", ".join(sorted(kept)))
         metaeval = {name: pd.read_csv(path) for name, path in zip(self.metaeval_sets, metaeval_paths)}
         markdown, html, figures, appendix = render_index(rendered, bootstrap=self.bootstrap,
                                                          empty_hypothesis=self.empty_hypothesis,
                                                          metaeval=metaeval or None, config_hash=self.config_hash)
         for name, svg in sorted(figures.items()):
             io.write_text(svg, os.path.join(str(output.figures), name))
-        log.info("report: %d pages, %d figures, %.1f kB of index", len(pages), n_figures + len(figures),
-                 len(html.encode()) / 1000)
+        log.info("report: %d pages (%d built), %d figures written, %.1f kB of index", len(pages), len(todo),
+                 n_figures + len(figures), len(html.encode()) / 1000)
         io.write_text(appendix, appendix_path)
+        reuse.finish(kept)
         io.write_text(html, output.html)
         io.write_text(markdown, output.markdown)
 

@@ -237,6 +237,10 @@ def _pairs_provenance(models: dict, already: dict) -> dict:
     return {m: already.get(m) or read_provenance(entry["pairs"]) for m, entry in models.items()}
 
 
+GROUP_FILES = ("leaderboard", "ranks", "summary", "comparisons")  # a group's own files, as load_group reads them
+MODEL_FILES = ("pairs", "drops")  # and per model these, besides its score files (one per metric)
+
+
 def load_group(entry: dict, *, cases: int = 5) -> Group:
     """Read one dataset × split from the paths in ``entry`` (the workflow's report layout:
     dataset, split, leaderboard, ranks, summary, comparisons, and per model its pairs, drops and

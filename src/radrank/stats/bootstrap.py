@@ -303,9 +303,11 @@ def _comparisons(pairs: list, point: dict, reps: dict, n_boot: int, level: float
         ia, ib = np.array([at[a] for a, _ in block]), np.array([at[b] for _, b in block])
         deltas = stacked[ia] - stacked[ib]
         finite = np.isfinite(deltas).all(axis=1)
-        lo, hi = np.quantile(deltas, [alpha, 1 - alpha], axis=1)
-        below, above = (deltas <= 0).mean(axis=1), (deltas >= 0).mean(axis=1)
+        n = deltas.shape[1]
+        below, above = np.count_nonzero(deltas <= 0, axis=1) / n, np.count_nonzero(deltas >= 0, axis=1) / n
         p_values = np.minimum(1.0, 2 * np.minimum(below, above))
+        # partitioned in place (no copy of the block): a row keeps its values, which is all _comparison reads
+        lo, hi = np.quantile(deltas, [alpha, 1 - alpha], axis=1, overwrite_input=True)
         for i, (a, b) in enumerate(block):
             if not finite[i]:
                 out.append(_comparison(point[a] - point[b], deltas[i], n_boot, level))
