@@ -192,8 +192,10 @@ def run_workflow(repo: Path, args, cores: int, record: bool):
     if record:
         (work / "Snakefile.overhead").write_text(RECORDING_SNAKEFILE)
     before, wall = children_cpu(), time.perf_counter()
+    # a score cache of its own: "from scratch" (the user's cache would serve a later run what an earlier one scored)
     proc = subprocess.run([sys.executable, "-m", "snakemake", *snakefile, "--cores", str(cores), "all"], cwd=work,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True,
+                          env={**os.environ, "RADRANK_SCORE_CACHE": str(Path(tmp.name) / "score-cache")})
     run_cpu, wall = children_cpu() - before, time.perf_counter() - wall
     if proc.returncode != 0:
         sys.exit(proc.stdout[-3000:] + proc.stderr[-3000:])

@@ -19,7 +19,9 @@ So a page is kept only where building it again would write the same bytes; a cha
 or ranking rebuilds it, whatever its mtime says (content, not dates: a file rewritten with other bytes and its
 date set back still changes the key). What the index needs from a kept group (its part of report.md, its
 overview row and section at a glance, provenance rows, appendix facts) was stored beside the key when the page was
-built (a pickle per group, read only when its key matches: the same code wrote it). A group about to be rebuilt
+built (a pickle per group, read only when its key matches: the same code wrote it; results/ is written by the
+maintainers alone, as every rule's output there is read by the next as it is: docs/bad-input.md, "Who may write
+what"). A group about to be rebuilt
 leaves the keys file first, so a job that dies half-way never leaves a key beside a page written from something
 else.
 """
