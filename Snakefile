@@ -31,6 +31,12 @@ onstart:
 onsuccess:
     # the score cache keeps its bound (score_cache.max_gb, max_age_days) and its lookups flat (compaction)
     score_cache.keep_bounded(config)
+    # the run ends now, not when the scheduler's last timer would wake it (radrank.scheduler_timers)
+    scheduler_timers.cancel_scheduler_timers()
+
+
+onerror:
+    scheduler_timers.cancel_scheduler_timers()
 
 
 rule all:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 # workflow and its library can never be of different versions.
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from radrank import jobs, metaeval, metrics, mrscore_jobs, score_cache, snakemake_checksums, workers
+from radrank import jobs, metaeval, metrics, mrscore_jobs, scheduler_timers, score_cache, snakemake_checksums, workers
 from radrank.mrscore_train import config as mrscore_config
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, check_config_files, validate_config

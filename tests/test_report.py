@@ -157,6 +157,38 @@ def test_rerender_is_byte_identical_also_in_parallel_processes(layout, rendered,
         assert (tmp_path / name).read_bytes() == (rendered / name).read_bytes(), name
 
 
+def test_a_rerun_builds_only_what_changed_and_keeps_nothing_stale(layout, tmp_path, monkeypatch):
+    """radrank.report.reuse in the job: the same layout again builds no page and writes the same files (a stray file
+    in the figures folder goes); a damaged stored page state is built again, not trusted; a report of one group
+    builds that page again (the contents changed) and drops the other group's figures and state."""
+    import radrank.report
+
+    built, real = [], radrank.report.build_group
+    monkeypatch.setattr(radrank.report, "build_group",
+                        lambda entry, options: built.append(entry["split"]) or real(entry, options))
+    out = tmp_path / "out"
+    write_report(layout, out)
+    assert built == list(SPLITS)
+    first = {name: (out / name).read_bytes() for name in _content_files(out)}
+    (out / "figures" / "stray.svg").write_text("<svg/>")
+    built.clear()
+    write_report(layout, out)
+    assert built == []
+    assert {name: (out / name).read_bytes() for name in _content_files(out)} == first
+    state = out / "figures" / reuse.STATE_DIR / f"{PAGES[0]}.pickle"
+    state.write_bytes(state.read_bytes()[:20])  # truncated
+    write_report(layout, out)
+    assert built == [SPLITS[0]]
+    assert {name: (out / name).read_bytes() for name in _content_files(out)} == first
+    built.clear()
+    write_report(layout[:1], out)
+    assert built == [SPLITS[0]]
+    figures = {p.relative_to(out / "figures").parts[:2] for p in (out / "figures").rglob("*.svg")}
+    assert figures == {("synthetic", SPLITS[0])}
+    assert sorted(p.name for p in (out / "figures" / reuse.STATE_DIR).iterdir()) == [f"{PAGES[0]}.pickle"]
+    assert list(json.loads((out / "figures" / reuse.KEYS_FILE).read_text())) == [PAGES[0]]
+
+
 def test_content_names_and_corrections(layout, rendered):
     index, html, md = read(rendered, "report.html"), read(rendered, PAGES[0]), read(rendered, "report.md")
     board = pd.read_csv(layout[0]["leaderboard"])
