@@ -779,7 +779,6 @@ class Report(Job):
         import pandas as pd
 
         from radrank.report import navigation, render_index
-
         from radrank.report.reuse import PageReuse
 
         pages, appendix_path = self._pages(layout, output), self._appendix(output)
@@ -788,10 +787,9 @@ class Report(Job):
                    "nav": navigation([(e["dataset"], e["split"]) for e in layout]),
                    "metaeval": bool(self.metaeval_sets), "config_hash": self.config_hash}
         # a directory output, complete once the index is written; it keeps the figures of the pages still right
-        reuse = PageReuse.of(layout, options, pages, output.figures)
-        kept = {os.path.basename(path): page for path, entry in zip(pages, layout)
-                if (page := reuse.kept(entry, path)) is not None}
-        reuse.prepare(kept, [(os.path.basename(path), entry) for path, entry in zip(pages, layout)])
+        reuse = PageReuse(layout, options, pages, output.figures)
+        kept = reuse.kept()
+        reuse.prepare(kept)
         todo = [(path, entry) for path, entry in zip(pages, layout) if os.path.basename(path) not in kept]
         built, n_figures = {}, 0
         for (path, _), group in zip(todo, self._build([entry for _, entry in todo], options)):

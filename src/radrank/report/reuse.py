@@ -21,9 +21,8 @@ date set back still changes the key). What the index needs from a kept group (it
 overview row and section at a glance, provenance rows, appendix facts) was stored beside the key when the page was
 built (a pickle per group, read only when its key matches: the same code wrote it; results/ is written by the
 maintainers alone, as every rule's output there is read by the next as it is: docs/bad-input.md, "Who may write
-what"). A group about to be rebuilt
-leaves the keys file first, so a job that dies half-way never leaves a key beside a page written from something
-else.
+what"). A group about to be rebuilt leaves the keys file first, so a job that dies half-way never leaves a key
+beside a page written from something else.
 """
 
 from __future__ import annotations
@@ -84,17 +83,14 @@ def group_key(entry: dict, options: dict) -> str:
 
 
 class PageReuse:
-    """The pages of one report job that are kept (:meth:`kept`), and the bookkeeping of those it builds."""
+    """Which pages of one report job are kept (:meth:`kept`), and the bookkeeping of those it builds."""
 
-    def __init__(self, figures_dir, pages: list, keys: list):
+    def __init__(self, layout: list, options: dict, pages: list, figures_dir):
         self.dir = Path(figures_dir)
         self.pages = [str(p) for p in pages]
-        self.keys = {os.path.basename(p): k for p, k in zip(self.pages, keys)}
+        self.entries = {os.path.basename(p): entry for p, entry in zip(self.pages, layout)}
+        self.keys = {name: group_key(entry, options) for name, entry in self.entries.items()}
         self.recorded = self._recorded()
-
-    @classmethod
-    def of(cls, layout: list, options: dict, pages: list, figures_dir):
-        return cls(figures_dir, pages, [group_key(entry, options) for entry in layout])
 
     def _recorded(self) -> dict:
         try:
@@ -106,26 +102,31 @@ class PageReuse:
     def _state_path(self, name: str) -> Path:
         return self.dir / STATE_DIR / f"{name}.pickle"
 
-    def kept(self, entry: dict, page_path):
-        """The stored :class:`radrank.report.GroupPage` (without html and figures) of a page still right, else
-        None: its key recorded and equal, its page, figures folder and state present and readable."""
-        name = os.path.basename(str(page_path))
-        if self.recorded.get(name) != self.keys[name] or not Path(page_path).is_file():
-            return None
-        if not (self.dir / entry["dataset"] / entry["split"]).is_dir():
-            return None
-        try:
-            with open(self._state_path(name), "rb") as f:
-                page = pickle.load(f)  # written by this code: its digest is in the key
-        except Exception:  # absent, truncated: built again
-            return None
-        return page if getattr(page, "page", None) == name else None
+    def kept(self) -> dict:
+        """Page file name -> its stored :class:`radrank.report.GroupPage` (without html and figures), for each page
+        still right: its key recorded and equal, its page, figures folder and state present and readable."""
+        out = {}
+        for path in self.pages:
+            name = os.path.basename(path)
+            entry = self.entries[name]
+            if self.recorded.get(name) != self.keys[name] or not Path(path).is_file():
+                continue
+            if not (self.dir / entry["dataset"] / entry["split"]).is_dir():
+                continue
+            try:
+                with open(self._state_path(name), "rb") as f:
+                    page = pickle.load(f)  # written by this code: its digest is in the key
+            except Exception:  # absent, truncated: built again
+                continue
+            if getattr(page, "page", None) == name:
+                out[name] = page
+        return out
 
-    def prepare(self, kept: dict, groups: list) -> None:
+    def prepare(self, kept: dict) -> None:
         """Before any page is written: the figures folder holds only the kept groups' figures and state (a rebuilt
         group's old figures, a group no longer in the report and the index's own figures are removed), and the
         keys file only the kept pages' keys."""
-        keep_dirs = {(e["dataset"], e["split"]) for name, e in groups if name in kept}
+        keep_dirs = {(e["dataset"], e["split"]) for name, e in self.entries.items() if name in kept}
         self.dir.mkdir(parents=True, exist_ok=True)
         for child in self.dir.iterdir():
             if child.name in _KEEP:
