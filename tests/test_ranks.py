@@ -204,3 +204,37 @@ def test_the_simultaneous_intervals_cover_every_difference_at_once_near_the_leve
         marginal += bool(((r_lo <= true_rank) & (true_rank <= r_hi)).all())
     assert 0.90 <= differences / reps <= 0.99, differences / reps
     assert sets >= differences and marginal <= sets
+
+
+@pytest.mark.parametrize("block", [1, 3, 512])
+@pytest.mark.parametrize("higher_is_better", [True, False])
+def test_the_simultaneous_intervals_a_block_of_pairs_at_a_time_are_the_max_t_of_their_definition(
+        monkeypatch, block, higher_is_better):
+    """Computed a block of pairs at a time, in place, every number equals the max-t definition computed on the
+    whole (pairs, resamples) matrix here: a flat model, a pair with a constant difference and non-finite values
+    included."""
+    from radrank.stats import ranks
+
+    monkeypatch.setattr(ranks, "PAIR_BLOCK", block)
+    rng = np.random.default_rng(7)
+    point = rng.random(12)
+    boots = point[:, None] + 0.05 * rng.standard_normal((12, 200))
+    boots[3] = point[3]  # flat: se 0 against nothing else flat
+    boots[5] = boots[4]  # the same resampled values, different point estimates: se 0
+    point[8], boots[9, 17] = np.nan, np.inf  # not compared
+    j, k, delta, half, se, critical = ranks.simultaneous_differences(point, boots, higher_is_better, 0.9)
+
+    sign = 1.0 if higher_is_better else -1.0
+    pairs = [(a, b) for a in range(12) for b in range(a + 1, 12) if {a, b}.isdisjoint({8, 9})]
+    assert list(zip(j.tolist(), k.tolist())) == pairs
+    want_j, want_k = np.array(pairs).T
+    want_delta = sign * (point[want_j] - point[want_k])
+    diffs = sign * (boots[want_j] - boots[want_k])
+    want_se = diffs.std(axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(want_se[:, None] > 0, np.abs(diffs - want_delta[:, None]) / want_se[:, None], 0.0)
+    want_critical = np.quantile(t.max(axis=0), 0.9)
+    np.testing.assert_array_equal(delta, want_delta)
+    np.testing.assert_array_equal(se, want_se)
+    assert critical == want_critical and np.array_equal(half, want_critical * want_se)
+    assert (se == 0).sum() == 1  # models 4 and 5

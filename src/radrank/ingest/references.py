@@ -27,7 +27,6 @@ split, or without one the cases more than half of the submissions have: what eve
 
 from __future__ import annotations
 
-import hashlib
 import unicodedata
 
 from radrank.errors import ConfigError, InputError
@@ -148,27 +147,21 @@ def check_records(records: list, canonical: dict, *, dataset: str, split: str, p
     return kept, dropped
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
 def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None = None, canonical_path=None):
     """The dataset's cases for one split from every submission's pairs (``pairs``: {model: (DataFrame with
     sample_id and reference, its source file)}), after checking that submissions agree on each case's
     reference (without ``canonical``) and that no two case ids are near-duplicates (the union's: an id variant
     is an error, not a case outside the set). Returns the case set (:func:`radrank.ingest.casesets.case_set`)."""
-    first: dict = {}  # case -> (digest, model, reference)
-    counts: dict = {}
+    first: dict = {}  # case -> (model, reference) of the first submission, in model order, that has it
     where: dict = {}
     for model, (table, source) in sorted(pairs.items()):
-        for case, reference in zip(table["sample_id"], table["reference"]):
-            counts[case] = counts.get(case, 0) + 1
+        for case, reference in zip(*casesets.object_columns(table, "sample_id", "reference")):
             if case not in first:
-                first[case] = (_digest(reference), model, reference)
+                first[case] = (model, reference)
                 where[case] = (source, f"model {model}")
                 continue
-            digest, other, other_reference = first[case]
-            if canonical is None and digest != _digest(reference):
+            other, other_reference = first[case]
+            if canonical is None and reference != other_reference:
                 raise InputError(source, f"dataset {dataset}, split {split}: case {_shown(case)} has a different "
                                  f"reference in two submissions: model {model} gives {_shown(reference)}, model "
                                  f"{other} ({where[case][0]}) gives {_shown(other_reference)}"
@@ -180,8 +173,8 @@ def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None
         # a blank reference is a case without one, unless a submission scored it (ReXrank's literal mode scores
         # a whitespace-only report as it is)
         where.update({c: (canonical_path, f"row {row}") for c, (reference, row, _) in canonical.items()
-                      if (reference.strip() or c in counts) and c not in where})
-        extra = sorted(set(counts) - set(canonical))
+                      if (reference.strip() or c in first) and c not in where})
+        extra = sorted(set(first) - set(canonical))
         if extra:  # the ingest check lets none through: a pairs file that did not pass it
             raise InputError(where[extra[0]][0], f"case {_shown(extra[0])} is not among the canonical "
                              f"references ({canonical_path}); rerun its ingest job", row=_shown(extra[0]))

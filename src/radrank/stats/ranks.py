@@ -108,6 +108,9 @@ def rank_interval(ranks: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarr
     return lo.astype("int64"), hi.astype("int64")
 
 
+PAIR_BLOCK = 512  # pairs whose differences on every resample are held at once
+
+
 def simultaneous_differences(point: np.ndarray, boots: np.ndarray, higher_is_better: bool, level: float):
     """The simultaneous intervals of every pairwise difference at ``level`` (max-t over the resamples): (j, k,
     difference j − k signed so that > 0 means j is better, half-width, se, critical value) for each pair j < k of
@@ -119,11 +122,25 @@ def simultaneous_differences(point: np.ndarray, boots: np.ndarray, higher_is_bet
     keep = finite[j] & finite[k]
     j, k = j[keep], k[keep]
     delta = sign * (point[j] - point[k])
-    resampled = sign * (boots[j] - boots[k])  # (pairs, n_boot)
-    se = resampled.std(axis=1, ddof=1) if boots.shape[1] > 1 else np.zeros(len(j))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se[:, None] > 0, np.abs(resampled - delta[:, None]) / se[:, None], 0.0)
-    critical = float(np.quantile(t.max(axis=0), level)) if len(j) else np.nan
+    se = np.zeros(len(j))
+    t_max = np.zeros(boots.shape[1])  # per resample, the largest |t| over the pairs (each >= 0)
+    # a block of pairs at a time, in place: the (pairs, n_boot) differences and their |t| never all held at once
+    # (5,050 pairs x 1,000 resamples at 101 models: 40 MB per temporary); every value as computed whole
+    for start in range(0, len(j), PAIR_BLOCK):
+        jb, kb = j[start: start + PAIR_BLOCK], k[start: start + PAIR_BLOCK]
+        resampled = boots[jb] - boots[kb]  # (block, n_boot)
+        if sign < 0:
+            np.negative(resampled, out=resampled)
+        if boots.shape[1] > 1:
+            se[start: start + len(jb)] = resampled.std(axis=1, ddof=1)
+        block_se = se[start: start + len(jb)]
+        resampled -= delta[start: start + len(jb), None]
+        np.abs(resampled, out=resampled)
+        spread = block_se > 0
+        resampled[spread] /= block_se[spread, None]
+        resampled[~spread] = 0.0
+        np.maximum(t_max, resampled.max(axis=0, initial=0.0), out=t_max)
+    critical = float(np.quantile(t_max, level)) if len(j) else np.nan
     return j, k, delta, critical * se, se, critical
 
 
