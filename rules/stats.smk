@@ -17,6 +17,8 @@ rule bootstrap:
         failures=f"{STATS}/failures.parquet",
         # update(): a model's folder whose numbers are unchanged is left as it is (radrank.summaries)
         model_files=update(directory(SUMMARIES)),
+        # update(): a model whose statistics are unchanged is not resampled (radrank.stats.bootstrap.ReplicateMemo)
+        replicate_memo=update(directory(f"{STATS}/replicate-memo")),
     log:
         "logs/stats/{dataset}/{split}.log",
     resources:

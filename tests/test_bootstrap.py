@@ -457,3 +457,85 @@ def test_a_models_score_files_merge_as_pandas_joins_them(tmp_path):
     assert merge_scores(paths)[0].shape == (50, 5)
     # one file alone: as it is
     pd.testing.assert_frame_equal(merge_scores(paths[:1])[0], _reference_merge(paths[:1]), check_exact=True)
+
+
+def _same_numbers(a, b):
+    """Every frame of two bootstrap results equal to the last bit (DataFrame.equals: no tolerance)."""
+    assert a.cases == b.cases and a.common_cases == b.common_cases
+    for name in ("replicates", "summary", "comparisons", "common_replicates"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None and y is None) or x.equals(y), name
+
+
+def test_the_replicate_memo_serves_unchanged_models_and_a_worse_resubmission_is_resampled(tmp_path):
+    """A model's point estimates and replicates are served from the memo only while its statistics, the resamples
+    and the leaves are those they were computed from. The leader, A, resubmits empty-ish reports under its name:
+    the memo must not serve its old numbers (it would stay first); it is resampled, every number equals a bootstrap
+    without memo, and it drops below B."""
+    from radrank.stats.bootstrap import ReplicateMemo
+
+    scores, leaves, folder = _scores(PAIRS), _leaves(), tmp_path / "memo"
+    kwargs = dict(n_boot=N_BOOT, seed=SEED, common_to=["A", "B"], common_leaves=["bleu2"])
+    memo = ReplicateMemo(folder)
+    _same_numbers(bootstrap(scores, leaves, memo=memo, **kwargs), bootstrap(scores, leaves, **kwargs))
+    assert (memo.hits, memo.stored) == (0, 3) and len(list(folder.glob("*.npy"))) == 3
+    memo = ReplicateMemo(folder)
+    _same_numbers(bootstrap(scores, leaves, memo=memo, **kwargs), bootstrap(scores, leaves, **kwargs))
+    assert (memo.hits, memo.stored) == (3, 0)
+
+    worse = {**scores, "A": _scores({"A": PAIRS["A"].assign(hypothesis="No.")})["A"]}
+    memo = ReplicateMemo(folder)
+    served = bootstrap(worse, leaves, memo=memo, **kwargs)
+    assert (memo.hits, memo.stored) == (2, 1)
+    _same_numbers(served, bootstrap(worse, leaves, **kwargs))
+    estimate = served.summary.set_index(["model", "metric"])["estimate"]
+    assert estimate["A", "bleu2"] < estimate["B", "bleu2"] < bootstrap(scores, leaves, **kwargs).summary.set_index(
+        ["model", "metric"])["estimate"]["A", "bleu2"]
+    memo.prune()  # A's old entry goes: one file per model
+    assert len(list(folder.glob("*.npy"))) == 3
+
+    # other resamples (seed, number) or other leaves: nothing is served
+    for other in (dict(kwargs, seed=SEED + 1), dict(kwargs, n_boot=N_BOOT + 1)):
+        memo = ReplicateMemo(folder)
+        _same_numbers(bootstrap(worse, leaves, memo=memo, **other), bootstrap(worse, leaves, **other))
+        assert memo.hits == 0
+    memo = ReplicateMemo(folder)
+    bootstrap(worse, _leaves(("bleu2", "rouge")), memo=memo, **kwargs)
+    assert memo.hits == 0
+
+
+def test_a_damaged_memo_entry_is_resampled_and_stray_files_go(tmp_path):
+    from radrank.stats.bootstrap import ReplicateMemo
+
+    scores, leaves, folder = _scores(PAIRS), _leaves(), tmp_path / "memo"
+    memo = ReplicateMemo(folder)
+    bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED, memo=memo)
+    memo.prune()
+    entries = sorted(folder.glob("*.npy"))
+    entries[0].write_bytes(entries[0].read_bytes()[:100])  # cut short
+    np.save(entries[1], np.zeros((2, 2)))  # an array of another shape
+    (folder / "stray.txt").write_text("x")
+    memo = ReplicateMemo(folder)
+    _same_numbers(bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED, memo=memo),
+                  bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED))
+    assert (memo.hits, memo.stored) == (1, 2)
+    memo.prune()
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in entries)
+
+
+def test_when_the_memo_serves_every_model_of_one_case_set_no_resample_is_drawn(tmp_path, monkeypatch):
+    """The resample counts are drawn only when something needs them: with every model served and no pair on
+    differing case sets, not at all."""
+    from radrank.stats.bootstrap import ReplicateMemo
+
+    module = importlib.import_module("radrank.stats.bootstrap")
+    scores, leaves = {m: s for m, s in _scores(PAIRS).items() if m != "C"}, _leaves()  # A and B: the same cases
+    want = bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED, common_to=["A", "B"], memo=ReplicateMemo(tmp_path))
+
+    def drawn(*args):
+        raise AssertionError("resample counts drawn")
+
+    monkeypatch.setattr(module, "_all_counts", drawn)
+    memo = ReplicateMemo(tmp_path)
+    _same_numbers(bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED, common_to=["A", "B"], memo=memo), want)
+    assert memo.hits == 2

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -110,6 +111,11 @@ def test_an_added_model_is_the_only_one_scored_and_summarised_and_the_rerun_is_a
     assert (group / "newcomer/bleu2.parquet").is_file()
     assert {p: p.stat().st_mtime_ns for p in summary_mtimes} == summary_mtimes
     assert (summaries / "newcomer/results.csv").is_file()
+    # the bootstrap resamples no model it has seen (radrank.stats.bootstrap.ReplicateMemo); the memo is keyed by
+    # what the numbers are computed from, not by name: the newcomer's reports are careful's, and so are its numbers
+    log = (workdir / "logs/stats/demo_cxr/findings.log").read_text()
+    assert "4 models' replicates from the memo, 0 resampled" in log, log
+    assert len(list((workdir / "results/stats/demo_cxr/findings/replicate-memo").glob("*.npy"))) == 3
     assert _planned(workdir) == []
 
 
@@ -202,10 +208,18 @@ def test_a_worse_resubmission_rebuilds_its_groups_pages_and_the_kept_page_is_wha
     after = _report_files(workdir)
     assert after["demo_clinic_findings.html"] == before["demo_clinic_findings.html"]
     assert after["demo_cxr_findings.html"] != before["demo_cxr_findings.html"]
+    # the bootstrap's memo serves careful the numbers of what it now submitted (the template's reports, whose
+    # numbers it holds), not those of its better submission: every statistic equals the fresh run's (below)
+    log = (workdir / "logs/stats/demo_cxr/findings.log").read_text()
+    assert "3 models' replicates from the memo, 0 resampled" in log, log
     fresh = make_workdir(tmp_path / "fresh", **config)
     shutil.copy(fresh / "example/demo_cxr/template.json", fresh / "example/demo_cxr/careful.json")
     snakemake(fresh)
     assert _report_files(fresh) == after
+    for name in ("replicates", "summary", "comparisons", "rank_replicates"):
+        for split in ("findings", "reports"):
+            path = f"results/stats/demo_cxr/{split}/{name}.parquet"
+            assert pd.read_parquet(workdir / path).equals(pd.read_parquet(fresh / path)), path
     assert _planned(workdir) == []  # the kept page is newer than its inputs
 
     # A score file rewritten with other bytes and its date set back: Snakemake sees no change, but a report run

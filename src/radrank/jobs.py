@@ -550,6 +550,7 @@ class Bootstrap(Job):
 
         from radrank.leaderboard import rank_leaf_of
         from radrank.stats import bootstrap, coverage
+        from radrank.stats.bootstrap import ReplicateMemo
         from radrank.stats.failures import failure_accounting, judges_of, score_failures
         from radrank.summaries import write_model_summaries
 
@@ -576,8 +577,10 @@ class Bootstrap(Job):
         failures = failure_accounting(scores, judges, ranked)
         if self.judge_failures != "excluded":
             scores = {m: score_failures(frame, judges, self.judge_failures) for m, frame in scores.items()}
+        # a model whose statistics were resampled before is served from the group's memo (an update() output)
+        memo = ReplicateMemo(output.replicate_memo) if output.get("replicate_memo") else None
         result = bootstrap(scores, leaves, n_boot=self.n, seed=self.seed, level=self.level, common_to=ranked,
-                           common_leaves=[rank_leaf])
+                           common_leaves=[rank_leaf], memo=memo)
         covered = coverage.flag_ranking(covered, result.common_cases, self.min_common_cases)
         result.comparisons["flag"] = coverage.comparison_flags(result.comparisons["n_common"], self.min_common_cases)
         common = result.common_replicates
@@ -591,8 +594,9 @@ class Bootstrap(Job):
             method="exact paired bootstrap over case ids from per-sample sufficient statistics "
                    "(radrank.stats.bootstrap)",
         )
-        log.info("%s/%s: %d models, %d cases, %d resamples", self.dataset, self.split, len(scores),
-                 len(result.cases), self.n)
+        log.info("%s/%s: %d models, %d cases, %d resamples%s", self.dataset, self.split, len(scores),
+                 len(result.cases), self.n, "" if memo is None else
+                 f"; {memo.hits} models' replicates from the memo, {memo.stored} resampled")
         io.write_parquet(result.comparisons, output.comparisons, prov)
         io.write_csv(result.comparisons, output.comparisons_csv)
         io.write_parquet(result.summary, output.summary, prov)
@@ -603,6 +607,8 @@ class Bootstrap(Job):
         io.write_parquet(failures, output.failures, prov)
         write_model_summaries(result.replicates, result.summary, {m: p[0] for m, p in drops_paths.items()},
                               output.model_files)
+        if memo is not None:
+            memo.prune()
 
 
 @dataclass(frozen=True)

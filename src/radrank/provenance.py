@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import sys
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -60,6 +61,18 @@ def package_versions(names) -> dict:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+@lru_cache(maxsize=8)
+def code_digest(packages: tuple = ()) -> str:
+    """sha256 of every module of the radrank package (path and bytes) and of the versions of ``packages``: what a
+    result kept for reuse was computed by (radrank.report.reuse, radrank.stats.bootstrap.ReplicateMemo)."""
+    root = Path(radrank.__file__).resolve().parent
+    h = hashlib.sha256(json.dumps(package_versions(packages), sort_keys=True).encode())
+    for path in sorted(root.rglob("*.py")):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 STAMP = ".radrank-env.json"  # written into every venv by radrank.envs.build (radrank.envs.STAMP)

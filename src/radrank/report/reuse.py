@@ -32,7 +32,6 @@ import json
 import os
 import pickle
 import shutil
-from functools import lru_cache
 from pathlib import Path
 
 KEYS_FILE = ".content-keys.json"  # in the figures folder: per page, the key it was built from
@@ -48,17 +47,11 @@ def is_bookkeeping(relative_path) -> bool:
     return bool({KEYS_FILE, STATE_DIR} & set(Path(relative_path).parts))
 
 
-@lru_cache(maxsize=1)
 def code_digest() -> str:
-    """sha256 of every module of the radrank package (path and bytes) and of the versions of :data:`PACKAGES`."""
-    from radrank import provenance
+    """sha256 of every module of the radrank package and of the versions of :data:`PACKAGES`."""
+    from radrank.provenance import code_digest as digest
 
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256(json.dumps(provenance.package_versions(PACKAGES), sort_keys=True).encode())
-    for path in sorted(root.rglob("*.py")):
-        h.update(path.relative_to(root).as_posix().encode() + b"\0")
-        h.update(path.read_bytes() + b"\0")
-    return h.hexdigest()
+    return digest(PACKAGES)
 
 
 def group_files(entry: dict) -> list:

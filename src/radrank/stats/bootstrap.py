@@ -54,8 +54,12 @@ and a two-sided bootstrap p-value, 2·min(P*(Δ ≤ 0), P*(Δ ≥ 0)) capped at 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 
@@ -76,17 +80,19 @@ def resample_indices(n_cases: int, n_boot: int, seed: int) -> np.ndarray:
         if n_boot else np.empty((0, n_cases), dtype="int64")
 
 
-def _counts_from_indices(idx: np.ndarray, n_cases: int) -> np.ndarray:
+def _counts_from_indices(idx: np.ndarray, n_cases: int, dtype="float64") -> np.ndarray:
+    """Per row of ``idx`` (which this overwrites), how often each case is drawn, as ``dtype``."""
     rows = idx.shape[0]
-    flat = (idx + (np.arange(rows)[:, None] * n_cases)).ravel()
-    return np.bincount(flat, minlength=rows * n_cases).reshape(rows, n_cases).astype("float64")
+    idx += np.arange(rows)[:, None] * n_cases  # row r's cases at r·n_cases onwards: one bincount for all rows
+    return np.bincount(idx.ravel(), minlength=rows * n_cases).reshape(rows, n_cases).astype(dtype)
 
 
-def resample_counts(n_cases: int, n_boot: int, seed: int):
-    """Yield count matrices (chunk, n_cases), in order, for the same draws as :func:`resample_indices`."""
+def resample_counts(n_cases: int, n_boot: int, seed: int, dtype="float64"):
+    """Yield count matrices (chunk, n_cases) of ``dtype``, in order, for the same draws as
+    :func:`resample_indices`."""
     rng = np.random.Generator(np.random.PCG64(seed))
     for _, size in _chunks(n_boot):
-        yield _counts_from_indices(rng.integers(0, n_cases, size=(size, n_cases)), n_cases)
+        yield _counts_from_indices(rng.integers(0, n_cases, size=(size, n_cases)), n_cases, dtype)
 
 
 def _all_counts(n_cases: int, n_boot: int, seed: int) -> np.ndarray:
@@ -94,7 +100,7 @@ def _all_counts(n_cases: int, n_boot: int, seed: int) -> np.ndarray:
     (a count is at most n_cases): 2 bytes per entry up to 65,535 cases instead of 8."""
     dtype = np.min_scalar_type(max(n_cases, 1))
     out = np.empty((n_boot, n_cases), dtype=dtype)
-    for (start, size), chunk in zip(_chunks(n_boot), resample_counts(n_cases, n_boot, seed)):
+    for (start, size), chunk in zip(_chunks(n_boot), resample_counts(n_cases, n_boot, seed, dtype)):
         out[start: start + size] = chunk
     return out
 
@@ -134,27 +140,118 @@ def bootstrap_p_value(deltas: np.ndarray) -> float:
     return float(min(1.0, 2 * min(np.mean(finite <= 0), np.mean(finite >= 0))))
 
 
-def _replicate_values(model_stats: dict, leaves, offsets, counts: np.ndarray, n_boot: int):
+def _replicate_values(model_stats: dict, leaves, offsets, counts, n_boot: int, memo=None):
     """Point estimates and bootstrap replicates of every leaf of every model in ``model_stats``
-    (model -> its leaves' statistics side by side, (n_cases, Σk)):
+    (model -> its leaves' statistics side by side, (n_cases, Σk)), on the resamples ``counts()`` returns:
     ({(model, leaf name): point}, {(model, leaf name): (n_boot,) replicates}).
 
     One matrix product per model and chunk of resamples, each of the same shape, so a model's numbers
-    never depend on which other models are scored with it (not even in the last bit).
+    never depend on which other models are scored with it (not even in the last bit) — which is what lets
+    ``memo`` (:class:`ReplicateMemo`, bound to these resamples and leaves) serve a model whose statistics it
+    has seen, and store the others'.
     """
     point, reps = {}, {}
+    todo = {}
     for m, S in model_stats.items():
+        found = memo.get(S) if memo is not None else None
+        if found is not None:  # (leaves, 1 + n_boot): the point estimate, then the replicates
+            for i, leaf in enumerate(leaves):
+                point[m, leaf.name], reps[m, leaf.name] = found[i, 0], found[i, 1:]
+            continue
+        todo[m] = S
         totals = S.sum(axis=0, keepdims=True)
         for i, leaf in enumerate(leaves):
             point[m, leaf.name] = leaf.value(totals[:, offsets[i]: offsets[i + 1]])[0]
             reps[m, leaf.name] = np.empty(n_boot)
-    for start, size in _chunks(n_boot):
-        chunk = counts[start: start + size].astype("float64")
-        for m, S in model_stats.items():
+    for start, size in _chunks(n_boot) if todo else ():
+        chunk = counts()[start: start + size].astype("float64")
+        for m, S in todo.items():
             totals = chunk @ S
             for i, leaf in enumerate(leaves):
                 reps[m, leaf.name][start: start + size] = leaf.value(totals[:, offsets[i]: offsets[i + 1]])
+    for m, S in todo.items() if memo is not None else ():
+        memo.put(S, np.array([np.concatenate([[point[m, leaf.name]], reps[m, leaf.name]]) for leaf in leaves]
+                             ).reshape(len(leaves), n_boot + 1))
     return point, reps
+
+
+class ReplicateMemo:
+    """The point estimates and replicates of models bootstrapped before, kept in ``folder`` (a group's, an
+    ``update()`` output) so that a model whose statistics are unchanged is not resampled again: adding a model to a
+    leaderboard of 100 resamples one model, not 101 (at 10,000 cases each costs a (1,000 × 10,000) product per
+    chunk of statistics).
+
+    A model's entry is a file named by a sha256 over everything its numbers are computed from: its statistics
+    matrix (every case of the set in order, zero where it has no pair: a changed score, case or case set changes
+    it), and what :meth:`bind` is given — the number of cases, resamples and the seed (the resample counts), the
+    leaves and their columns, the bytes of every radrank module and numpy's version, and the CPU features numpy
+    detects (its BLAS picks its kernels by them, and a kernel's order of summation is in the last bits). So a
+    file is served only where computing it again gives the same bits; a worse resubmission under the same name
+    has other statistics, hence another key, and is resampled. A file that cannot be read as the expected array
+    is computed again. :meth:`prune` leaves only this run's entries: the folder holds one file per model.
+    """
+
+    LAYOUT = "1"
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+        self.context = b""
+        self.shape = None
+        self.used: set = set()
+        self.hits = self.stored = 0
+
+    def bind(self, n_cases: int, n_boot: int, seed: int, leaves, offsets) -> "ReplicateMemo":
+        from radrank.provenance import code_digest
+
+        features = getattr(getattr(np, "_core", None), "_multiarray_umath", None)
+        features = sorted(k for k, v in getattr(features, "__cpu_features__", {}).items() if v)
+        context = {"layout": self.LAYOUT, "n_cases": int(n_cases), "n_boot": int(n_boot), "seed": int(seed),
+                   "leaves": [leaf.name for leaf in leaves], "offsets": [int(o) for o in offsets],
+                   "code": code_digest(("numpy",)), "cpu": features}
+        self.context = json.dumps(context, sort_keys=True).encode()
+        self.shape = (len(leaves), int(n_boot) + 1)
+        return self
+
+    def key(self, stats: np.ndarray) -> str:
+        stats = np.ascontiguousarray(stats, dtype="float64")
+        h = hashlib.sha256(self.context)
+        h.update(repr(stats.shape).encode())
+        h.update(stats.tobytes())
+        return h.hexdigest()
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key}.npy"
+
+    def get(self, stats: np.ndarray):
+        """The (leaves, 1 + n_boot) point estimates and replicates stored for ``stats``, else None."""
+        key = self.key(stats)
+        self.used.add(key)
+        try:
+            values = np.load(self._path(key), allow_pickle=False)
+        except (OSError, ValueError, EOFError):  # none, or cut short: computed again
+            return None
+        if values.shape != self.shape or values.dtype != np.float64:
+            return None
+        self.hits += 1
+        return values
+
+    def put(self, stats: np.ndarray, values: np.ndarray) -> None:
+        from radrank import io
+
+        key = self.key(stats)
+        self.used.add(key)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with io.atomic_path(self._path(key)) as tmp:
+            with open(tmp, "wb") as f:
+                np.save(f, np.ascontiguousarray(values, dtype="float64"), allow_pickle=False)
+        self.stored += 1
+
+    def prune(self) -> None:
+        """Remove every entry this run neither served nor stored (models gone or changed; stray files)."""
+        self.folder.mkdir(parents=True, exist_ok=True)  # an output, even of a group with no model
+        for path in self.folder.iterdir():
+            if path.is_file() and path.name != ".snakemake_timestamp" and path.stem not in self.used:
+                path.unlink()
 
 
 class _FixedPoint:
@@ -318,13 +415,15 @@ def _comparisons(pairs: list, point: dict, reps: dict, n_boot: int, level: float
 
 
 def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-              compare: bool = True, common_to=None, common_leaves=None) -> BootstrapResult:
+              compare: bool = True, common_to=None, common_leaves=None, memo: ReplicateMemo | None = None
+              ) -> BootstrapResult:
     """Point estimates, replicates, intervals and paired comparisons.
 
     ``scores_by_model`` maps a model name to its per-sample scores: a DataFrame
     with ``sample_id`` and the columns every leaf in ``leaves`` reads. ``common_to`` (models): also their
     point estimates and replicates on the cases every one of them has (what rank intervals rest on:
-    :func:`on_common_cases`), of the leaves named ``common_leaves`` (all by default).
+    :func:`on_common_cases`), of the leaves named ``common_leaves`` (all by default). ``memo``: a
+    :class:`ReplicateMemo` serving and storing models' own point estimates and replicates (the same numbers).
     """
     import pandas as pd
 
@@ -351,9 +450,12 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
         model_stats[m] = np.concatenate(parts, axis=1) if parts else np.zeros((n_cases, 0))
     offsets = np.cumsum([0] + [2 if leaf.is_mean else len(leaf.stats) for leaf in leaves])  # leaf columns
     leaf_by_name = {leaf.name: leaf for leaf in leaves}
-    counts = _all_counts(n_cases, n_boot, seed)
+    # the resample counts, drawn when first needed: when the memo serves every model and every case set is the same,
+    # they are not (at 10,000 cases, drawing them is a sixth of the job)
+    counts = lru_cache(maxsize=1)(lambda: _all_counts(n_cases, n_boot, seed))
     keys = [(m, leaf.name) for m in models for leaf in leaves]
-    point, reps = _replicate_values(model_stats, leaves, offsets, counts, n_boot)
+    point, reps = _replicate_values(model_stats, leaves, offsets, counts, n_boot,
+                                    memo.bind(n_cases, n_boot, seed, leaves, offsets) if memo is not None else None)
 
     pairs = list(combinations(models, 2)) if compare else []
     compared = {}  # (a, b, leaf name) -> delta, ci_lower, ci_upper, p_value
@@ -363,7 +465,7 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     unequal = [(a, b) for a, b in pairs if not np.array_equal(present[a], present[b])]
     if unequal:
         on_common = _CommonCaseReplicates({m: model_stats[m] for m in sorted({m for p in unequal for m in p})},
-                                          leaves, offsets, counts)
+                                          leaves, offsets, counts())
         limited_by = {}  # y -> [(pair, position of x in it)]
         for a, b in unequal:
             x_at = 0 if (present[a] & ~present[b]).any() else 1
@@ -442,16 +544,17 @@ def _long_replicates(keys, point: dict, reps: dict, n_boot: int):
 
 def on_common_cases(models: list, present: dict, model_stats: dict, leaves, offsets, counts, point, reps):
     """(number of cases every one of ``models`` has, {(model, leaf): point}, {(model, leaf): replicates}) on
-    those cases. When every model has exactly those cases these are its own numbers; otherwise every model's
-    are its totals on the common cases, exact (:class:`_CommonCaseReplicates`), so that two models equal there
-    are equal on every resample whatever else either has."""
-    common = np.ones(counts.shape[1], dtype=bool)
+    those cases; ``counts()``: the resample counts (drawn only if needed). When every model has exactly those
+    cases these are its own numbers; otherwise every model's are its totals on the common cases, exact
+    (:class:`_CommonCaseReplicates`), so that two models equal there are equal on every resample whatever else
+    either has."""
+    common = np.ones(len(next(iter(present.values()))) if present else 0, dtype=bool)
     for m in models:
         common &= present[m]
     if all(np.array_equal(present[m], common) for m in models):
         keys = [(m, leaf.name) for m in models for leaf in leaves]
         return int(common.sum()), {k: point[k] for k in keys}, {k: reps[k] for k in keys}
-    on_common = _CommonCaseReplicates({m: model_stats[m] for m in models}, leaves, offsets, counts)
+    on_common = _CommonCaseReplicates({m: model_stats[m] for m in models}, leaves, offsets, counts())
     common_point, common_reps = {}, {}
     for m, (p, r) in zip(models, on_common.on_cases_outside(models, ~common)):
         for leaf in leaves:
