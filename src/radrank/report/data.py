@@ -168,13 +168,15 @@ def select_cases(values, rank_column: SampleColumn | None, n: int):
     out = []
     if rank_column is None or n == 0:
         return pd.DataFrame(columns=["model", "kind", "position", "sample_id"])
-    for model, rows in values.groupby("model", sort=True):
-        scored = rows[np.isfinite(rows[rank_column.column])]
-        ordered = scored.sort_values([rank_column.column, "sample_id"], kind="stable",
-                                     ascending=[rank_column.higher_is_better, True])  # worst first
-        worst = list(ordered["sample_id"].iloc[:n])
-        rest = ordered[~ordered["sample_id"].isin(worst)]
-        best = list(rest["sample_id"].iloc[::-1].iloc[:n])
+    ids = values["sample_id"].to_numpy(dtype=object)
+    id_rank = pd.factorize(ids, sort=True)[0]  # a sample id's place in the sorted ids: ties broken by it
+    value = values[rank_column.column].to_numpy("float64")
+    worst_first = value if rank_column.higher_is_better else -value  # negation is exact: the same ties
+    for model, at in sorted(values.groupby("model", sort=False).indices.items()):
+        at = at[np.isfinite(value[at])]
+        ordered = ids[at[np.lexsort((id_rank[at], worst_first[at]))]]  # a model's ids are distinct
+        worst = list(ordered[:n])
+        best = list(ordered[n:][::-1][:n])
         out += [(model, "worst", i + 1, s) for i, s in enumerate(worst)]
         out += [(model, "best", i + 1, s) for i, s in enumerate(best)]
     return pd.DataFrame(out, columns=["model", "kind", "position", "sample_id"])
