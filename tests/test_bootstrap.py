@@ -520,7 +520,7 @@ def test_a_damaged_memo_entry_is_resampled_and_stray_files_go(tmp_path):
                   bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED))
     assert (memo.hits, memo.stored) == (1, 2)
     memo.prune()
-    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in entries)
+    assert sorted(p.name for p in folder.iterdir()) == sorted([p.name for p in entries] + ["comparisons.npz"])
 
 
 def test_when_the_memo_serves_every_model_of_one_case_set_no_resample_is_drawn(tmp_path, monkeypatch):
@@ -539,3 +539,46 @@ def test_when_the_memo_serves_every_model_of_one_case_set_no_resample_is_drawn(t
     memo = ReplicateMemo(tmp_path)
     _same_numbers(bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED, common_to=["A", "B"], memo=memo), want)
     assert memo.hits == 2
+
+
+def test_the_memo_serves_the_comparisons_of_unchanged_pairs_only(tmp_path):
+    """Four models, three with the same cases (A, B, D: 3 pairs compared on all cases; C lacks some). A rerun
+    serves those 3 pairs; when D resubmits, only its 2 pairs are computed again; another level, a damaged file:
+    none served. Every frame equals a bootstrap without memo each time."""
+    from radrank.stats.bootstrap import ReplicateMemo
+
+    rng = random.Random(5)
+    shuffled = PAIRS["A"].assign(hypothesis=rng.sample(list(PAIRS["A"]["hypothesis"]), len(PAIRS["A"])))
+    scores, leaves, folder = {**_scores(PAIRS), "D": _scores({"D": shuffled})["D"]}, _leaves(), tmp_path / "memo"
+    kwargs = dict(n_boot=N_BOOT, seed=SEED)
+
+    def run(scores, **more):
+        memo = ReplicateMemo(folder)
+        result = bootstrap(scores, leaves, memo=memo, **kwargs, **more)
+        _same_numbers(result, bootstrap(scores, leaves, **kwargs, **more))
+        memo.prune()
+        return memo
+
+    assert run(scores).pairs_served == 0
+    assert run(scores).pairs_served == 3
+    resubmitted = {**scores, "D": _scores({"D": PAIRS["B"].assign(hypothesis="No acute process.")})["D"]}
+    assert run(resubmitted).pairs_served == 1  # (A, B)
+    assert run(resubmitted, level=0.9).pairs_served == 0
+    assert run(resubmitted, level=0.9).pairs_served == 3
+    (folder / "comparisons.npz").write_bytes(b"PK\x03\x04 cut short")
+    assert run(resubmitted, level=0.9).pairs_served == 0
+
+
+def test_a_score_file_on_other_cases_than_the_set_is_refused_whatever_comes_before_it():
+    """The statistics job's check that every model's scores cover exactly the case set: a model after others whose
+    ids were found right (and skipped when equal to them) is still checked."""
+    from radrank.jobs import check_case_set
+
+    cases = pd.Series(["c1", "c2", "c3"], dtype="str")
+    full = pd.DataFrame({"sample_id": pd.Series(["c1", "c2", "c3"], dtype="str")})
+    check_case_set({"a": full, "b": full.copy(), "c": full.astype(object)}, cases)
+    with pytest.raises(RuntimeError, match="model 'b'.* cover 2 cases, 0 outside .* and 1 of it missing"):
+        check_case_set({"a": full, "b": full.iloc[:2]}, cases)
+    other = pd.DataFrame({"sample_id": pd.Series(["c1", "c2", "x"], dtype="str")})
+    with pytest.raises(RuntimeError, match="model 'c'.* 1 outside"):
+        check_case_set({"a": full, "b": full.copy(), "c": other}, cases)

@@ -153,7 +153,7 @@ def _replicate_values(model_stats: dict, leaves, offsets, counts, n_boot: int, m
     point, reps = {}, {}
     todo = {}
     for m, S in model_stats.items():
-        found = memo.get(S) if memo is not None else None
+        found = memo.get(m, S) if memo is not None else None
         if found is not None:  # (leaves, 1 + n_boot): the point estimate, then the replicates
             for i, leaf in enumerate(leaves):
                 point[m, leaf.name], reps[m, leaf.name] = found[i, 0], found[i, 1:]
@@ -170,7 +170,7 @@ def _replicate_values(model_stats: dict, leaves, offsets, counts, n_boot: int, m
             for i, leaf in enumerate(leaves):
                 reps[m, leaf.name][start: start + size] = leaf.value(totals[:, offsets[i]: offsets[i + 1]])
     for m, S in todo.items() if memo is not None else ():
-        memo.put(S, np.array([np.concatenate([[point[m, leaf.name]], reps[m, leaf.name]]) for leaf in leaves]
+        memo.put(m, S, np.array([np.concatenate([[point[m, leaf.name]], reps[m, leaf.name]]) for leaf in leaves]
                              ).reshape(len(leaves), n_boot + 1))
     return point, reps
 
@@ -189,16 +189,23 @@ class ReplicateMemo:
     file is served only where computing it again gives the same bits; a worse resubmission under the same name
     has other statistics, hence another key, and is resampled. A file that cannot be read as the expected array
     is computed again. :meth:`prune` leaves only this run's entries: the folder holds one file per model.
+
+    Beside them, ``comparisons.npz`` holds every comparison of two models with the same case set, by the two
+    models' keys and the level: a pair's numbers depend on those two models' own alone, so adding a model to 100
+    compares 100 pairs instead of 5,050 (the quantiles of each pair's differences on every resample).
     """
 
     LAYOUT = "1"
+    PAIRS = "comparisons.npz"  # the comparisons of pairs of models with the same cases, by the two models' keys
 
     def __init__(self, folder):
         self.folder = Path(folder)
         self.context = b""
         self.shape = None
+        self.keys: dict = {}  # model -> its key in this run
         self.used: set = set()
-        self.hits = self.stored = 0
+        self.hits = self.stored = self.pairs_served = 0
+        self.pairs_stored = False
 
     def bind(self, n_cases: int, n_boot: int, seed: int, leaves, offsets) -> "ReplicateMemo":
         from radrank.provenance import code_digest
@@ -222,9 +229,9 @@ class ReplicateMemo:
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}.npy"
 
-    def get(self, stats: np.ndarray):
-        """The (leaves, 1 + n_boot) point estimates and replicates stored for ``stats``, else None."""
-        key = self.key(stats)
+    def get(self, model, stats: np.ndarray):
+        """The (leaves, 1 + n_boot) point estimates and replicates stored for ``model``'s ``stats``, else None."""
+        key = self.keys[model] = self.key(stats)
         self.used.add(key)
         try:
             values = np.load(self._path(key), allow_pickle=False)
@@ -235,22 +242,64 @@ class ReplicateMemo:
         self.hits += 1
         return values
 
-    def put(self, stats: np.ndarray, values: np.ndarray) -> None:
+    def put(self, model, stats: np.ndarray, values: np.ndarray) -> None:
+        key = self.keys[model] = self.key(stats)
+        self.used.add(key)
+        self._save(self._path(key), lambda f: np.save(f, np.ascontiguousarray(values, dtype="float64"),
+                                                      allow_pickle=False))
+        self.stored += 1
+
+    def _save(self, path: Path, write) -> None:
         from radrank import io
 
-        key = self.key(stats)
-        self.used.add(key)
         self.folder.mkdir(parents=True, exist_ok=True)
-        with io.atomic_path(self._path(key)) as tmp:
+        with io.atomic_path(path) as tmp:
             with open(tmp, "wb") as f:
-                np.save(f, np.ascontiguousarray(values, dtype="float64"), allow_pickle=False)
-        self.stored += 1
+                write(f)
+
+    def _pairs_context(self, level: float) -> np.ndarray:
+        return np.frombuffer(hashlib.sha256(self.context + repr(float(level)).encode()).digest(), dtype="uint8")
+
+    def comparisons(self, pairs: list, n_leaves: int, level: float) -> dict:
+        """{(a, b): (n_leaves, 4) numbers (:data:`COMPARISON_FIELDS` per leaf)} of the ``pairs`` (models this memo
+        has keys for) stored by an earlier run at ``level``; a file that cannot be read as such serves none."""
+        import zipfile
+
+        try:
+            with np.load(self.folder / self.PAIRS, allow_pickle=False) as stored:
+                context, a, b, values = (stored[k] for k in ("context", "a", "b", "values"))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return {}
+        if (not np.array_equal(context, self._pairs_context(level)) or a.shape != b.shape or a.ndim != 2
+                or a.shape[1] != 32 or values.shape != (len(a), n_leaves, len(COMPARISON_FIELDS))
+                or values.dtype != np.float64):
+            return {}
+        at = {(x.tobytes(), y.tobytes()): i for i, (x, y) in enumerate(zip(a, b))}
+        out = {}
+        for pair in pairs:
+            i = at.get((bytes.fromhex(self.keys[pair[0]]), bytes.fromhex(self.keys[pair[1]])))
+            if i is not None:
+                out[pair] = values[i]
+        self.pairs_served = len(out)
+        return out
+
+    def store_comparisons(self, rows: dict, level: float) -> None:
+        """Keep ``rows`` ({(a, b): per leaf the :data:`COMPARISON_FIELDS`}) for the next run, in place of any."""
+        pairs = list(rows)
+        arrays = {"context": self._pairs_context(level),
+                  "a": np.array([np.frombuffer(bytes.fromhex(self.keys[a]), dtype="uint8") for a, _ in pairs]),
+                  "b": np.array([np.frombuffer(bytes.fromhex(self.keys[b]), dtype="uint8") for _, b in pairs]),
+                  "values": np.array([rows[pair] for pair in pairs], dtype="float64")}
+        self._save(self.folder / self.PAIRS, lambda f: np.savez(f, **arrays))
+        self.pairs_stored = True
 
     def prune(self) -> None:
         """Remove every entry this run neither served nor stored (models gone or changed; stray files)."""
         self.folder.mkdir(parents=True, exist_ok=True)  # an output, even of a group with no model
         for path in self.folder.iterdir():
-            if path.is_file() and path.name != ".snakemake_timestamp" and path.stem not in self.used:
+            kept = path.stem in self.used or path.name == ".snakemake_timestamp" or (
+                path.name == self.PAIRS and self.pairs_stored)
+            if path.is_file() and not kept:
                 path.unlink()
 
 
@@ -381,6 +430,7 @@ def _comparison(delta_point, deltas: np.ndarray, n_boot: int, level: float) -> d
             "p_value": bootstrap_p_value(deltas) if n_boot else np.nan}
 
 
+COMPARISON_FIELDS = ("delta", "ci_lower", "ci_upper", "p_value")  # a comparison's numbers, as _comparison names them
 COMPARISON_BLOCK = 2048  # pairs whose (pairs, resamples) differences are held at once (16 MB at 1,000 resamples)
 
 
@@ -428,21 +478,28 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     import pandas as pd
 
     models = sorted(scores_by_model)
-    # ids as Python strings once per model (iterating an Arrow-backed column element by element costs ~20x), their
-    # positions from one hash table of the cases
-    ids = {m: scores_by_model[m]["sample_id"].to_numpy(dtype=object) for m in models}
-    id_sets = {m: set(ids[m]) for m in models}
+    # ids as Python strings once per distinct id column (iterating an Arrow-backed column element by element costs
+    # ~20x), their positions from one hash table of the cases; the usual leaderboard (every model's scores aligned
+    # to the case set, in its order) has one such column
+    columns = {}  # model -> the model whose id column its own equals (itself if none before it)
     for m in models:
-        if len(id_sets[m]) != len(ids[m]):
+        ids_m = scores_by_model[m]["sample_id"]
+        columns[m] = next((o for o in dict.fromkeys(columns.values())
+                           if ids_m.equals(scores_by_model[o]["sample_id"])), m)
+    ids = {m: scores_by_model[m]["sample_id"].to_numpy(dtype=object) for m in set(columns.values())}
+    id_sets = {m: set(ids[m]) for m in ids}
+    for m in models:
+        if len(id_sets[columns[m]]) != len(ids[columns[m]]):
             raise ValueError(f"model {m!r}: duplicate sample ids in per-sample scores")
     cases = sorted(set().union(*id_sets.values())) if models else []
     n_cases = len(cases)
     case_index = pd.Index(cases, dtype=object)
+    positions = {m: case_index.get_indexer(ids[m]) for m in ids}
     present = {}
     model_stats = {}  # model -> (n_cases, Σk): its leaves' statistics side by side, zero where it has no pair
     for m in models:
         df = scores_by_model[m]
-        case_pos = case_index.get_indexer(ids[m])
+        case_pos = positions[columns[m]]
         mask = np.zeros(n_cases, dtype=bool)
         mask[case_pos] = True
         present[m] = mask
@@ -498,10 +555,19 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
 
     # the pairs with equal case sets: each leaf's differences a block of pairs at a time (_comparisons)
     equal = [(a, b) for a, b in pairs if (a, b, leaves[0].name) not in compared] if leaves else []
-    for leaf in leaves:
-        compared.update(((a, b, leaf.name), row) for (a, b), row in zip(equal, _comparisons(
-            equal, {m: point[m, leaf.name] for m in models}, {m: reps[m, leaf.name] for m in models}, n_boot,
+    # those of two models the memo served or stored, compared before at this level, are its numbers (a pair's depend
+    # on the two models' own alone: each row of a block is its own quantile); the rest are computed
+    stored = memo.comparisons(equal, len(leaves), level) if memo is not None else {}
+    todo = [pair for pair in equal if pair not in stored]
+    for i, leaf in enumerate(leaves):
+        compared.update(((a, b, leaf.name), row) for (a, b), row in zip(todo, _comparisons(
+            todo, {m: point[m, leaf.name] for m in models}, {m: reps[m, leaf.name] for m in models}, n_boot,
             level)))
+        compared.update(((a, b, leaf.name), dict(zip(COMPARISON_FIELDS, map(float, values[i]))))
+                        for (a, b), values in stored.items())
+    if memo is not None and equal:
+        memo.store_comparisons({(a, b): [[compared[a, b, leaf.name][f] for f in COMPARISON_FIELDS] for leaf in leaves]
+                                for a, b in equal}, level)
     comparison_rows = []
     for a, b in pairs:
         n_common = int((present[a] & present[b]).sum())
