@@ -154,7 +154,12 @@ def check_group(pairs: dict, *, dataset: str, split: str, canonical: dict | None
     is an error, not a case outside the set). Returns the case set (:func:`radrank.ingest.casesets.case_set`)."""
     first: dict = {}  # case -> (model, reference) of the first submission, in model order, that has it
     where: dict = {}
+    # a submission whose ids and references are those of one checked before, row for row, adds no case and
+    # disagrees with none
+    same = casesets.distinct_tables({m: table for m, (table, _) in sorted(pairs.items())}, ("sample_id", "reference"))
     for model, (table, source) in sorted(pairs.items()):
+        if same[model] != model:
+            continue
         for case, reference in zip(*casesets.object_columns(table, "sample_id", "reference")):
             if case not in first:
                 first[case] = (model, reference)
