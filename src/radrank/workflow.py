@@ -325,14 +325,9 @@ class Plan:
         """config ``leaderboard``'s rank leaves, checked when the workflow loads (:meth:`load`): each names a leaf of
         a registered metric, and every leaderboard of this run has its rank leaf or its fallback computed (else
         every leaderboard job would fail after the scoring)."""
+        known = {leaf.name for name in metrics.names() for leaf in metrics.leaves(name)}
         board = self.config["leaderboard"]
-        keys = ("rank_by", "fallback_rank_by", "vqa_rank_by")
-        # the run's own metrics' leaves first: every registered metric's only when a key names none of them (each
-        # metric module imported costs the start of every snakemake command ~10 ms)
-        known = {leaf.name for name in self.all_metric_names() for leaf in metrics.leaves(name)}
-        if any(board[key] not in known for key in keys):
-            known = {leaf.name for name in metrics.names() for leaf in metrics.leaves(name)}
-        for key in keys:
+        for key in ("rank_by", "fallback_rank_by", "vqa_rank_by"):
             if board[key] not in known:
                 raise ConfigError(f"config 'leaderboard.{key}' names {board[key]!r}, which is no metric's leaf; "
                                   f"leaves: {sorted(known)}")
