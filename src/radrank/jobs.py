@@ -507,15 +507,15 @@ def check_case_set(scores: dict, cases) -> None:
     is from another run of the case set, and statistics on it would rank models on different cases."""
     import numpy as np
 
+    from radrank.ingest.casesets import distinct_tables
+
     expected = set(np.asarray(cases, dtype=object))
-    checked = None  # the last id column found to cover the set: a model whose ids equal it covers it too
+    same = distinct_tables(scores, ("sample_id",))  # a model whose ids repeat an earlier one's is checked with it
     for model, frame in scores.items():
-        if checked is not None and frame["sample_id"].equals(checked):
+        if same[model] != model:
             continue
         got = set(frame["sample_id"].to_numpy(dtype=object))  # not element by element from Arrow: ~10x the CPU
-        if got == expected:
-            checked = frame["sample_id"]
-        else:
+        if got != expected:
             raise RuntimeError(f"model {model!r}: its per-sample scores cover {len(got)} cases, {len(got - expected)} "
                                f"outside the group's case set of {len(expected)} and {len(expected - got)} of it "
                                "missing; rerun its scoring jobs (snakemake --forcerun cases)")

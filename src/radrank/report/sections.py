@@ -559,7 +559,7 @@ def _cases_part(group: Group, n_cases: int, part: Part):
     others = [c for c in group.columns if c.column != rank_col.column]
     # per model its chosen cases and how many values it has: one pass over the frames, not one per model (at 101
     # models x 10,000 cases, comparing every row's model name once per model was most of this section's CPU)
-    chosen = dict(iter(group.cases.groupby("model", sort=False)))
+    chosen = dict(list(group.cases.groupby("model", sort=False)))
     scored_by_model = np.isfinite(group.values[rank_col.column].to_numpy("float64")).astype("int64")
     scored_by_model = pd.Series(scored_by_model).groupby(group.values["model"].to_numpy(), sort=False).sum()
     for model in group.order:

@@ -170,7 +170,7 @@ def _replicate_values(model_stats: dict, leaves, offsets, counts, n_boot: int, m
             for i, leaf in enumerate(leaves):
                 reps[m, leaf.name][start: start + size] = leaf.value(totals[:, offsets[i]: offsets[i + 1]])
     for m, S in todo.items() if memo is not None else ():
-        memo.put(m, S, np.array([np.concatenate([[point[m, leaf.name]], reps[m, leaf.name]]) for leaf in leaves]
+        memo.put(m, np.array([np.concatenate([[point[m, leaf.name]], reps[m, leaf.name]]) for leaf in leaves]
                              ).reshape(len(leaves), n_boot + 1))
     return point, reps
 
@@ -242,9 +242,9 @@ class ReplicateMemo:
         self.hits += 1
         return values
 
-    def put(self, model, stats: np.ndarray, values: np.ndarray) -> None:
-        key = self.keys[model] = self.key(stats)
-        self.used.add(key)
+    def put(self, model, values: np.ndarray) -> None:
+        """Keep ``values`` for the statistics :meth:`get` was last asked about for ``model``."""
+        key = self.keys[model]
         self._save(self._path(key), lambda f: np.save(f, np.ascontiguousarray(values, dtype="float64"),
                                                       allow_pickle=False))
         self.stored += 1
@@ -477,15 +477,13 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     """
     import pandas as pd
 
+    from radrank.ingest.casesets import distinct_tables
+
     models = sorted(scores_by_model)
     # ids as Python strings once per distinct id column (iterating an Arrow-backed column element by element costs
     # ~20x), their positions from one hash table of the cases; the usual leaderboard (every model's scores aligned
     # to the case set, in its order) has one such column
-    columns = {}  # model -> the model whose id column its own equals (itself if none before it)
-    for m in models:
-        ids_m = scores_by_model[m]["sample_id"]
-        columns[m] = next((o for o in dict.fromkeys(columns.values())
-                           if ids_m.equals(scores_by_model[o]["sample_id"])), m)
+    columns = distinct_tables({m: scores_by_model[m] for m in models}, ("sample_id",))
     ids = {m: scores_by_model[m]["sample_id"].to_numpy(dtype=object) for m in set(columns.values())}
     id_sets = {m: set(ids[m]) for m in ids}
     for m in models:
