@@ -67,3 +67,33 @@ def test_failure_is_raised_with_its_line_and_logged(tmp_path):
         jobs.run_logged(_bug, rule="bootstrap", log_path=tmp_path / "bootstrap.log")
     text = (tmp_path / "bootstrap.log").read_text()
     assert "rule bootstrap failed" in text and "Traceback" in text and "ValueError: unexpected" in text
+
+
+def _logged_cpu(tmp_path, name) -> float:
+    """A job whose work runs on a thread of its own (as pyarrow decodes on its pool) while the job's thread
+    waits; the CPU seconds its log line gives."""
+    import re
+    import time
+
+    def burn():
+        start = time.thread_time()
+        while time.thread_time() - start < 0.3:
+            pass
+
+    def work():
+        helper = threading.Thread(target=burn)
+        helper.start()
+        helper.join()
+
+    jobs.run_logged(work, rule=name, log_path=tmp_path / f"{name}.log")
+    line = (tmp_path / f"{name}.log").read_text()
+    return float(re.search(r"done in [\d.]+ s, ([\d.]+) CPU-s", line).group(1))
+
+
+def test_a_job_alone_in_its_process_counts_every_thread_of_it(tmp_path, monkeypatch):
+    """In a pool worker (one job at a time) the job's CPU is its process's, its libraries' threads included; a
+    job sharing its process with others counts its own thread's."""
+    monkeypatch.setattr(jobs, "ALONE_IN_PROCESS", True)
+    assert _logged_cpu(tmp_path, "alone") >= 0.29
+    monkeypatch.setattr(jobs, "ALONE_IN_PROCESS", False)
+    assert _logged_cpu(tmp_path, "shared") < 0.2

@@ -451,3 +451,50 @@ def test_the_workflow_checks_submissions_and_flags_coverage(workdir, tmp_path):
     assert set(board.loc[board["model"] != "copycat", "Flag"]) == {""}
     cases = pd.read_parquet(workdir / "results/cases/demo_cxr/findings.parquet")
     assert len(cases) == 47  # the canonical file's cases with findings (demo-0007 has none)
+
+
+def _ingested(workdir, tmp_path, submissions: dict) -> list:
+    """Each submission through the real ingest job: the pairs files the case-set job reads."""
+    paths = []
+    for model, source in submissions.items():
+        out = tmp_path / f"{model}.parquet"
+        jobs.Ingest(dataset="demo_cxr", split="findings", model=model, ref_section="findings",
+                    empty_hypothesis="score", max_chars=None).run(
+            jobs.Files(submission=str(source)), jobs.Files(pairs=str(out), drops=str(tmp_path / f"{model}.drops.csv")))
+        paths.append(str(out))
+    return paths
+
+
+def test_the_cases_job_reads_references_shared_by_submissions_once_and_still_checks_each(workdir, tmp_path,
+                                                                                          monkeypatch):
+    # Ingest records each pairs file's references digest; the case-set job reads one table per digest. A
+    # submission whose references differ in one case has another digest: it is read and refused.
+    other = entries(workdir)
+    for entry in other.values():
+        entry["model_prediction"] = "No acute findings."
+    honest = {"careful": workdir / JSON_SUB, "lazy": write_json(tmp_path / "lazy.json", other)}
+    reads = []
+    real = io.read_parquet
+    monkeypatch.setattr(io, "read_parquet", lambda path, columns=None: reads.append(path) or real(path, columns))
+    paths = _ingested(workdir, tmp_path, honest)
+    assert len({io.read_provenance(p)["references_sha256"] for p in paths}) == 1
+    reads.clear()
+    job = jobs.Cases(dataset="demo_cxr", split="findings", models=tuple(honest), missing_section="drop",
+                     ref_section="findings")
+    out = jobs.Files(cases=str(tmp_path / "cases.parquet"), accounting=str(tmp_path / "acc.parquet"),
+                     accounting_csv=str(tmp_path / "acc.csv"))
+    job.run(jobs.Files(pairs=paths, drops=[str(tmp_path / f"{m}.drops.csv") for m in honest]), out)
+    assert reads == [paths[0]]
+    cases = pd.read_parquet(out.cases)
+    assert len(cases) == len(pairs_of(workdir, workdir / JSON_SUB)) and set(cases["n_submissions"]) == {2}
+
+    tampered = {**honest, "copycat": copycat(workdir, tmp_path, {"demo-0004"})}
+    paths = _ingested(workdir, tmp_path, tampered)
+    reads.clear()
+    job = jobs.Cases(dataset="demo_cxr", split="findings", models=tuple(tampered), missing_section="drop",
+                     ref_section="findings")
+    with pytest.raises(InputError, match="demo-0004") as info:
+        job.run(jobs.Files(pairs=paths, drops=[str(tmp_path / f"{m}.drops.csv") for m in tampered]),
+                jobs.Files(cases=str(tmp_path / "cases2.parquet")))
+    assert "copycat.json" in str(info.value)
+    assert reads == [paths[0], paths[2]]

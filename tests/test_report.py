@@ -165,7 +165,7 @@ def test_a_rerun_builds_only_what_changed_and_keeps_nothing_stale(layout, tmp_pa
 
     built, real = [], radrank.report.build_group
     monkeypatch.setattr(radrank.report, "build_group",
-                        lambda entry, options: built.append(entry["split"]) or real(entry, options))
+                        lambda entry, options, *memo: built.append(entry["split"]) or real(entry, options, *memo))
     out = tmp_path / "out"
     write_report(layout, out)
     assert built == list(SPLITS)
@@ -187,6 +187,51 @@ def test_a_rerun_builds_only_what_changed_and_keeps_nothing_stale(layout, tmp_pa
     assert figures == {("synthetic", SPLITS[0])}
     assert sorted(p.name for p in (out / "figures" / reuse.STATE_DIR).iterdir()) == [f"{PAGES[0]}.pickle"]
     assert list(json.loads((out / "figures" / reuse.KEYS_FILE).read_text())) == [PAGES[0]]
+
+
+def test_a_rebuilt_page_reads_only_the_changed_models_texts_and_shows_them(layout, rendered, tmp_path,
+                                                                             monkeypatch):
+    """radrank.report.reuse.DrillDownMemo: a model resubmits other reports; its page is built again and its drill-down
+    shows the new texts, read from its own pairs file alone (every other model's rows come from the memo), and every
+    file equals a report built from scratch. A damaged memo entry is chosen again, not trusted."""
+    import copy
+
+    from radrank.report import data
+
+    out = tmp_path / "out"
+    write_report(layout, out)
+    memo = out / "figures" / reuse.DRILL_DOWN_DIR
+    assert len(list(memo.iterdir())) == sum(len(entry["models"]) for entry in layout)
+    changed = copy.deepcopy(layout)
+    model = sorted(changed[0]["models"])[1]
+    pairs = pd.read_parquet(changed[0]["models"][model]["pairs"])
+    pairs["hypothesis"] = "Resubmitted: " + pairs["hypothesis"].astype(str)
+    path = tmp_path / "resubmitted.parquet"
+    io.write_parquet(pairs, path, io.read_provenance(changed[0]["models"][model]["pairs"]))
+    changed[0]["models"][model]["pairs"] = str(path)
+    texts_read = []
+    real = data._read_arrow
+    monkeypatch.setattr(data, "_read_arrow", lambda p, columns=None, filters=None: (
+        texts_read.append(str(p)) if "hypothesis" in (columns or ()) else None) or real(p, columns, filters))
+    write_report(changed, out)
+    assert texts_read == [str(path)]  # the other group's page is kept; this group's other models served
+    assert "Resubmitted: " in read(out, PAGES[0])
+    fresh = tmp_path / "fresh"
+    write_report(changed, fresh)
+    files = _content_files(fresh)
+    assert files == _content_files(out)
+    for name in files:
+        assert (out / name).read_bytes() == (fresh / name).read_bytes(), name
+    # only the entries of the models now in the report stay: the resubmitted model's old rows are gone
+    assert len(list(memo.iterdir())) == sum(len(entry["models"]) for entry in layout)
+    for entry in memo.iterdir():
+        entry.write_bytes(entry.read_bytes()[:30])  # truncated
+    texts_read.clear()
+    (out / "figures" / reuse.KEYS_FILE).unlink()  # every page built again
+    write_report(changed, out)
+    assert sorted(texts_read) == sorted(str(m["pairs"]) for entry in changed for m in entry["models"].values())
+    for name in files:
+        assert (out / name).read_bytes() == (fresh / name).read_bytes(), name
 
 
 def test_content_names_and_corrections(layout, rendered):

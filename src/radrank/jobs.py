@@ -32,6 +32,9 @@ log = logging.getLogger("radrank")
 # and pyarrow's fork-aware pools) hold no lock a child could need, so a job there forks its helper processes, which
 # start with what it has imported, instead of spawning fresh interpreters that import it all again.
 FORK_SAFE = False
+# set by a pool worker (radrank.workers), which runs one job at a time: a job's CPU is then its process's, the
+# threads its libraries start included (pyarrow decompresses parquet pages on its own threads)
+ALONE_IN_PROCESS = False
 
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -117,7 +120,9 @@ def run_logged(work, *, rule, log_path=None, this_thread_only=True):
     from radrank.errors import RadrankError
 
     with job_log(log_path, this_thread_only=this_thread_only):
-        wall, cpu, children = time.perf_counter(), time.thread_time(), _children_cpu()
+        # a job sharing its process counts its own thread's CPU; one alone counts every thread of the process
+        clock = time.process_time if ALONE_IN_PROCESS else time.thread_time
+        wall, cpu, children = time.perf_counter(), clock(), _children_cpu()
         try:
             work()
         except RadrankError as e:
@@ -130,7 +135,7 @@ def run_logged(work, *, rule, log_path=None, this_thread_only=True):
         # what the job cost (its thread, as jobs may share a process, and the processes it waited for), for
         # whoever sizes a run
         log.info("rule %s done in %.2f s, %.2f CPU-s (%.2f in its own processes)", rule, time.perf_counter() - wall,
-                 time.thread_time() - cpu, _children_cpu() - children)
+                 clock() - cpu, _children_cpu() - children)
 
 
 def _children_cpu() -> float:
@@ -211,7 +216,7 @@ class Ingest(Job):
     def run(self, input, output):
         import pandas as pd
 
-        from radrank.ingest import ingest_submission
+        from radrank.ingest import casesets, ingest_submission
         from radrank.ingest.references import read_canonical
 
         path = input.submission
@@ -241,7 +246,8 @@ class Ingest(Job):
                                  rexrank_missing_section=self.missing_section if fmt == "rexrank_json" else None,
                                  references_on_mismatch=self.on_mismatch if canonical_path else None,
                                  empty_hypothesis=self.empty_hypothesis, max_report_chars=self.max_chars,
-                                 n_pairs=len(pairs), n_listed=len(drops))
+                                 n_pairs=len(pairs), n_listed=len(drops),
+                                 **{casesets.REFERENCES_DIGEST: casesets.references_digest(pairs)})
         log.info("%s/%s/%s: %d pairs from %s (%s); %d listed in the drop file",
                  self.dataset, self.split, self.model, len(pairs), path, fmt, len(drops))
         if pairs.empty and not (canonical_path and len(drops)):
@@ -278,8 +284,7 @@ class Cases(Job):
         canonical_path = input.get("canonical")
         canonical = read_canonical(canonical_path, self.split, ref_section=self.ref_section,
                                    missing_section=self.missing_section) if canonical_path else None
-        pairs = {m: (io.read_parquet(p, ["sample_id", "reference"]), _reference_source(p))
-                 for m, p in zip(self.models, input.pairs)}
+        pairs = read_references(self.models, input.pairs)
         cases = check_group(pairs, dataset=self.dataset, split=self.split, canonical=canonical,
                             canonical_path=canonical_path)
         drops = {m: io.read_text_table(p) for m, p in zip(self.models, input.drops)}
@@ -317,10 +322,24 @@ def read_cases(cases_path):
     return None if cases_path is None else io.read_parquet(cases_path, ["sample_id", "reference"])
 
 
-def _reference_source(pairs_path) -> str:
-    """The file a pairs file's references came from (a CSV submission's ground truth, else the submission)."""
-    sources = io.read_provenance(pairs_path).get("sources", {})
-    return str(sources.get("reference_path") or sources.get("path") or pairs_path)
+def read_references(models, pair_paths) -> dict:
+    """{model: (its pairs' sample_id and reference columns, the file its references came from: a CSV submission's
+    ground truth, else the submission)}. A pairs file whose references digest (recorded by its ingest job:
+    :func:`radrank.ingest.casesets.references_digest`) repeats one read before gets that table, not read again."""
+    from radrank.ingest.casesets import REFERENCES_DIGEST
+
+    read, out = {}, {}
+    for model, path in zip(models, pair_paths):
+        record = io.read_provenance(path)
+        digest = record.get(REFERENCES_DIGEST)
+        table = read.get(digest) if digest else None
+        if table is None:
+            table = io.read_parquet(path, ["sample_id", "reference"])
+            if digest:
+                read[digest] = table
+        sources = record.get("sources", {})
+        out[model] = (table, str(sources.get("reference_path") or sources.get("path") or path))
+    return out
 
 
 # --- scores --------------------------------------------------------------------------------------------
@@ -806,7 +825,8 @@ class Report(Job):
         reuse.prepare(kept)
         todo = [(path, entry) for path, entry in zip(pages, layout) if os.path.basename(path) not in kept]
         built, n_figures = {}, 0
-        for (path, _), group in zip(todo, self._build([entry for _, entry in todo], options)):
+        memos = [reuse.drill_down_memo(path) for path, _ in todo]
+        for (path, _), group in zip(todo, self._build([entry for _, entry in todo], options, memos)):
             log.info("%s", group.log)
             for name, svg in sorted(group.figures.items()):
                 io.write_text(svg, os.path.join(str(output.figures), name))
@@ -832,20 +852,20 @@ class Report(Job):
         io.write_text(html, output.html)
         io.write_text(markdown, output.markdown)
 
-    def _build(self, layout: list, options: dict):
-        """Each group's :class:`radrank.report.GroupPage`, in order: here, or, for a report of at least
-        :attr:`PARALLEL_MIN_ENTRIES` (model, group) entries, in ``processes`` processes: forked in a radrank worker
-        (:data:`FORK_SAFE`), else fresh ones (spawned: a fork of a process with running threads, Snakemake's, may
-        hang; a script that runs the job so must guard its main code with ``if __name__ == "__main__"``, which a
-        spawned process imports)."""
+    def _build(self, layout: list, options: dict, memos: list):
+        """Each group's :class:`radrank.report.GroupPage` (``memos``: each one's drill-down memo), in order: here,
+        or, for a report of at least :attr:`PARALLEL_MIN_ENTRIES` (model, group) entries, in ``processes``
+        processes: forked in a radrank worker (:data:`FORK_SAFE`), else fresh ones (spawned: a fork of a process
+        with running threads, Snakemake's, may hang; a script that runs the job so must guard its main code with
+        ``if __name__ == "__main__"``, which a spawned process imports)."""
         from radrank.report import build_group
 
         workers = max(1, min(int(self.processes or 1), len(layout)))
         # a fork costs milliseconds, a spawned process its imports
         least = 0 if FORK_SAFE else self.PARALLEL_MIN_ENTRIES
         if workers == 1 or sum(len(e["models"]) for e in layout) < least:
-            for entry in layout:
-                yield build_group(entry, options)
+            for entry, memo in zip(layout, memos):
+                yield build_group(entry, options, memo)
             return
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -856,7 +876,7 @@ class Report(Job):
             import_matplotlib()
         context = multiprocessing.get_context("fork" if FORK_SAFE else "spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            yield from pool.map(build_group, layout, [options] * len(layout))
+            yield from pool.map(build_group, layout, [options] * len(layout), memos)
 
 
 # --- generation ----------------------------------------------------------------------------------------

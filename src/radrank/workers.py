@@ -719,6 +719,7 @@ def _work(conn_fd: int, alive_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C stops it at once
     threading.Thread(target=_exit_with_snakemake, args=(alive_fd,), daemon=True).start()
     jobs.FORK_SAFE = True  # its jobs may fork (the watchdog above holds no lock)
+    jobs.ALONE_IN_PROCESS = True  # one job at a time
     conn = Connection(conn_fd)
     code = 0
     try:

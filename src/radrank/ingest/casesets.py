@@ -37,6 +37,35 @@ def object_columns(table, *columns) -> list:
     return [table[column].to_numpy(dtype=object) for column in columns]
 
 
+REFERENCES_DIGEST = "references_sha256"  # in a pairs file's provenance: :func:`references_digest` of its rows
+
+
+def references_digest(table) -> str | None:
+    """sha256 of a pairs table's ``sample_id`` and ``reference`` columns, row for row (each value's UTF-8 bytes and
+    length); None when either column holds a missing or non-text value. Ingest records it in the pairs file it
+    writes, so that the case-set job reads each distinct set of references once, not once per submission: a
+    leaderboard's submissions carry the dataset's references."""
+    import hashlib
+
+    import numpy as np
+    import pyarrow as pa
+
+    h = hashlib.sha256(b"radrank pairs references 1")
+    for column in ("sample_id", "reference"):
+        try:
+            array = pa.array(table[column], type=pa.large_string())
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return None
+        if array.null_count:
+            return None
+        _, offsets, data = array.buffers()
+        ends = np.frombuffer(offsets, dtype=np.int64)[array.offset:array.offset + len(array) + 1]
+        h.update(len(array).to_bytes(8, "little"))
+        h.update((ends - ends[0]).tobytes())
+        h.update(b"" if data is None else memoryview(data)[ends[0]:ends[-1]])
+    return h.hexdigest()
+
+
 def distinct_tables(tables: dict, columns: tuple) -> dict:
     """{name: the first name, in ``tables``' order, whose ``columns`` equal its own row for row (itself if none)}:
     the submissions of a leaderboard carry the dataset's references, so most repeat one read before, and the
@@ -44,7 +73,8 @@ def distinct_tables(tables: dict, columns: tuple) -> dict:
     first: dict = {}
     for name, table in tables.items():
         first[name] = next((seen for seen in dict.fromkeys(first.values())
-                            if all(table[c].equals(tables[seen][c]) for c in columns)), name)
+                            if table is tables[seen] or all(table[c].equals(tables[seen][c]) for c in columns)),
+                           name)
     return first
 
 

@@ -162,13 +162,17 @@ def render_group(group: Group, *, level: float, n_cases: int = 5, link_base: str
                      facts=appendix.group_facts(group))
 
 
-def build_group(entry: dict, options: dict) -> GroupPage:
+def build_group(entry: dict, options: dict, drill_down=None) -> GroupPage:
     """Read and render one group (a process of the job's pool runs this): ``entry`` as :func:`load_group` takes
-    it; ``options``: cases, level, link_base, nav, metaeval, config_hash (:func:`render_group`)."""
-    group = load_group(entry, cases=options["cases"])
-    return render_group(group, level=options["level"], n_cases=options["cases"], link_base=options.get("link_base"),
+    it; ``options``: cases, level, link_base, nav, metaeval, config_hash (:func:`render_group`); ``drill_down``:
+    the group's :class:`radrank.report.reuse.DrillDownMemo`, if any."""
+    group = load_group(entry, cases=options["cases"], drill_down=drill_down)
+    page = render_group(group, level=options["level"], n_cases=options["cases"], link_base=options.get("link_base"),
                         nav=options.get("nav"), metaeval=options.get("metaeval", False),
                         config_hash=options.get("config_hash"))
+    if drill_down is not None:
+        page.log += f"; drill-down rows of {drill_down.hits} of {len(group.order)} models from the memo"
+    return page
 
 
 def render_index(pages: list, *, bootstrap: dict, empty_hypothesis: str, metaeval: dict | None = None,

@@ -264,22 +264,25 @@ def failures_of(group: Group) -> tuple:
     per-sample column, and its count leaves' estimates (e.g. GREEN unparsed) from the statistics summary. The
     hook for judge-failure accounting: more kinds of failure go in :attr:`Failure.counts`."""
     out = []
-    by_model = dict(tuple(group.values.groupby("model", sort=False)))
+    at = group.values.groupby("model", sort=False).indices  # each model's rows (no frame per model)
+    none = np.zeros(0, dtype="int64")
+    names = group.names
     estimates = dict(zip(zip(group.summary["model"], group.summary["metric"]), group.summary["estimate"]))
     for metric in group.metric_names:
         columns = sample_columns(metric)
         first = columns[0].column if columns else None
+        missing = (~np.isfinite(group.values[first].to_numpy(dtype="float64"))
+                   if first is not None and first in group.values.columns else None)
         count_leaves = [leaf for leaf in metrics.get(metric).leaves if leaf.is_count]
         for model in group.order:
-            rows = by_model.get(model, group.values.iloc[:0])
-            unscored = (int((~np.isfinite(rows[first].to_numpy(dtype="float64"))).sum())
-                        if first is not None and first in rows.columns else None)
+            rows = at.get(model, none)
+            unscored = None if missing is None else int(missing[rows].sum())
             counts = tuple((leaf.label, _int(estimates[model, leaf.name])) for leaf in count_leaves
                            if (model, leaf.name) in estimates)
             judge, policy = _judge_failures(group.board, metrics.get(metric).failures, model)
             judge = tuple(c for c in judge if c[0] not in {label for label, _ in counts})  # a count leaf already
             out.append(Failure(dataset=group.dataset, split=group.split, metric=metric, model=model,
-                               name=group.names[model], cases=len(rows), unscored=unscored, counts=counts + judge,
+                               name=names[model], cases=len(rows), unscored=unscored, counts=counts + judge,
                                policy=policy))
     return tuple(out)
 

@@ -73,10 +73,15 @@ class Group:
 
     @property
     def names(self) -> dict:
-        """Display names, control characters shown as symbols (they also label the figures)."""
+        """Display names, control characters shown as symbols (they also label the figures); computed once per
+        leaderboard frame (the sections ask for them per row)."""
         from radrank.report.page import visible
 
-        return dict(zip(self.board["model"], (visible(n) for n in self.board["Model Name"].astype(str))))
+        board, names = self.__dict__.get("_names", (None, None))
+        if board is not self.board:
+            names = dict(zip(self.board["model"], (visible(n) for n in self.board["Model Name"].astype(str))))
+            self.__dict__["_names"] = (self.board, names)
+        return names
 
     @property
     def rank_leaf(self) -> str:
@@ -157,45 +162,55 @@ def _per_sample_values(models: dict, metric_names: list):
     return pd.DataFrame(frame), cols, prov
 
 
-def select_cases(values, rank_column: SampleColumn | None, n: int):
-    """The ``n`` worst and ``n`` best scored samples of each model on ``rank_column``.
+CASE_KEYS = ["model", "kind", "position", "sample_id"]
+
+
+def select_cases(values, rank_column: SampleColumn | None, n: int, models=None):
+    """The ``n`` worst and ``n`` best scored samples of each model (of ``models``, when given) on ``rank_column``.
 
     Samples without a finite value are left out; ties are broken by sample id, so the choice is
-    reproducible. Returns model, kind ("worst" / "best"), position (1 = worst or best), sample_id.
+    reproducible (a model's choice depends on its own values alone). Returns model, kind ("worst" / "best"),
+    position (1 = worst or best), sample_id.
     """
     import pandas as pd
 
     out = []
     if rank_column is None or n == 0:
-        return pd.DataFrame(columns=["model", "kind", "position", "sample_id"])
-    ids = values["sample_id"].to_numpy(dtype=object)
-    id_rank = pd.factorize(ids, sort=True)[0]  # a sample id's place in the sorted ids: ties broken by it
+        return pd.DataFrame(columns=CASE_KEYS)
+    rows = {m: at for m, at in values.groupby("model", sort=False).indices.items() if models is None or m in models}
+    taken = np.concatenate(list(rows.values())) if rows else np.zeros(0, dtype="int64")
+    ids = np.empty(len(values), dtype=object)
+    ids[taken] = values["sample_id"].take(taken).to_numpy(dtype=object)  # only the chosen models' ids
+    id_rank = np.zeros(len(values), dtype="int64")
+    # a sample id's place among the sorted ids of the models chosen for: ties broken by it (within one model the
+    # same order whichever other models' ids are ranked with it)
+    id_rank[taken] = pd.factorize(ids[taken], sort=True)[0]
     value = values[rank_column.column].to_numpy("float64")
     worst_first = value if rank_column.higher_is_better else -value  # negation is exact: the same ties
-    for model, at in sorted(values.groupby("model", sort=False).indices.items()):
+    for model, at in sorted(rows.items()):
         at = at[np.isfinite(value[at])]
         ordered = ids[at[np.lexsort((id_rank[at], worst_first[at]))]]  # a model's ids are distinct
         worst = list(ordered[:n])
         best = list(ordered[n:][::-1][:n])
         out += [(model, "worst", i + 1, s) for i, s in enumerate(worst)]
         out += [(model, "best", i + 1, s) for i, s in enumerate(best)]
-    return pd.DataFrame(out, columns=["model", "kind", "position", "sample_id"])
+    return pd.DataFrame(out, columns=CASE_KEYS)
 
 
 def _case_details(cases, values, models: dict, metric_names: list):
-    """Add the texts, every per-sample value and the judges' explanations to the chosen cases.
+    """({model: its chosen cases' rows, each with the texts, every per-sample value and the judges'
+    explanations}, {model: its pairs file's provenance, for the models read}).
 
     Per model its pairs' text columns and its judges' explanation columns are read whole (a few
     thousand rows; a filtered read costs more) and the chosen rows taken by position."""
-    import pandas as pd
     import pyarrow.parquet as pq
 
     if cases.empty:
-        return cases, {}
+        return {}, {}
     pairs_prov = {}
     value_columns = [c for c in values.columns if c not in ("model", "sample_id")]
-    by_model = {m: rows for m, rows in values.groupby("model", sort=False)}
-    records = []
+    at = values.groupby("model", sort=False).indices  # the chosen models' rows only are taken
+    records = {}
     for model, chosen in cases.groupby("model", sort=True):
         ids = list(chosen["sample_id"])
         path = models[model]["pairs"]
@@ -209,17 +224,18 @@ def _case_details(cases, values, models: dict, metric_names: list):
             if explanation:
                 extra, _ = _read_arrow(models[model]["scores"][name], ["sample_id", *explanation])
                 taken.append(_taken(extra, ids, explanation))
-        rows = by_model[model]
+        rows = values.iloc[at[model]]
         position = dict(zip(rows["sample_id"].to_numpy(dtype=object), range(len(rows))))
         own = {c: rows[c].to_numpy() for c in value_columns}
+        records[model] = []
         for i, (kind, pos, sid) in enumerate(zip(chosen["kind"], chosen["position"], chosen["sample_id"])):
             record = {"model": model, "kind": kind, "position": pos, "sample_id": sid}
             for part in taken:
                 record.update({c: v[i] for c, v in part.items()})
             j = position[sid]
             record.update({c: own[c][j] for c in value_columns})
-            records.append(record)
-    return pd.DataFrame.from_records(records), pairs_prov
+            records[model].append(record)
+    return records, pairs_prov
 
 
 def _taken(table, ids: list, columns: list) -> dict:
@@ -242,10 +258,13 @@ GROUP_FILES = ("leaderboard", "ranks", "summary", "comparisons")  # a group's ow
 MODEL_FILES = ("pairs", "drops")  # and per model these, besides its score files (one per metric)
 
 
-def load_group(entry: dict, *, cases: int = 5) -> Group:
+def load_group(entry: dict, *, cases: int = 5, drill_down=None) -> Group:
     """Read one dataset × split from the paths in ``entry`` (the workflow's report layout:
     dataset, split, leaderboard, ranks, summary, comparisons, and per model its pairs, drops and
-    one score file per metric)."""
+    one score file per metric). ``drill_down``: a :class:`radrank.report.reuse.DrillDownMemo`, which serves
+    the drill-down rows of a model whose files it has seen (and stores the others')."""
+    import pandas as pd
+
     # io.read_csv: the texts as written, without the apostrophe that keeps a spreadsheet from running them
     board = io.read_csv(entry["leaderboard"], keep_default_na=True)
     summary, stats_prov = _read(entry["summary"])
@@ -261,7 +280,19 @@ def load_group(entry: dict, *, cases: int = 5) -> Group:
                   metric_names=metric_names,
                   cases=None, drops=drops, drop_paths={m: e["drops"] for m, e in models.items()},
                   provenance={"statistics": stats_prov, "scores": score_prov})
-    chosen = select_cases(values, group.rank_column(), cases)
-    group.cases, pairs_prov = _case_details(chosen, values, models, metric_names)
+    rank_column = group.rank_column()
+    served = {}  # model -> (its drill-down rows, its pairs' provenance or None), from the memo
+    if drill_down is not None:
+        served = {m: hit for m in models if (hit := drill_down.get(m, rank_column)) is not None}
+    todo = {m: e for m, e in models.items() if m not in served}
+    chosen = select_cases(values, rank_column, cases, models=set(todo) if served else None)
+    details, pairs_prov = _case_details(chosen, values, todo, metric_names)
+    if drill_down is not None:
+        for model in todo:
+            drill_down.put(model, rank_column, details.get(model, []), pairs_prov.get(model))
+    details.update({m: rows for m, (rows, _) in served.items()})
+    pairs_prov.update({m: prov for m, (_, prov) in served.items() if prov is not None})
+    rows = [row for model in sorted(details) for row in details[model]]
+    group.cases = pd.DataFrame.from_records(rows) if rows else pd.DataFrame(columns=CASE_KEYS)
     group.provenance["pairs"] = _pairs_provenance(models, pairs_prov)
     return group

@@ -15,6 +15,12 @@ is built from (:func:`radrank.report.build_group`):
 * the code that renders it: the bytes of every module of the radrank package, the versions of the packages it
   reads and draws with.
 
+A page that is built again still takes, per model, its drill-down rows (the model's worst and best cases with
+their texts, values and explanations: a read of its whole pairs file) from :class:`DrillDownMemo` when that
+model's pairs and score files, the drill-down's size, the rank column and the code are those they were chosen
+from: a model's choice depends on its own files alone, so a new submission reads its own texts, not every
+model's.
+
 So a page is kept only where building it again would write the same bytes; a changed submission, score, case set
 or ranking rebuilds it, whatever its mtime says (content, not dates: a file rewritten with other bytes and its
 date set back still changes the key). What the index needs from a kept group (its part of report.md, its
@@ -36,15 +42,17 @@ from pathlib import Path
 
 KEYS_FILE = ".content-keys.json"  # in the figures folder: per page, the key it was built from
 STATE_DIR = ".pages"  # in the figures folder: per page, what the index needs of it (GroupPage without its html)
+DRILL_DOWN_DIR = ".drill-down"  # in the figures folder: per model's files, its drill-down rows (DrillDownMemo)
 LAYOUT = "1"  # what a key covers and how the state is stored: a change rebuilds every page once
 PACKAGES = ("matplotlib", "numpy", "pandas", "pyarrow", "scipy", "pillow")
-_KEEP = {KEYS_FILE, STATE_DIR, ".snakemake_timestamp"}
+_BOOKKEEPING = {KEYS_FILE, STATE_DIR, DRILL_DOWN_DIR}
+_KEEP = _BOOKKEEPING | {".snakemake_timestamp"}
 
 
 def is_bookkeeping(relative_path) -> bool:
-    """Whether a path under the report's folder is this module's bookkeeping (keys and stored index parts, which
-    name the files and folders the pages were built from), not part of the report."""
-    return bool({KEYS_FILE, STATE_DIR} & set(Path(relative_path).parts))
+    """Whether a path under the report's folder is this module's bookkeeping (keys, stored index parts and
+    drill-down rows, which name the files and folders the pages were built from), not part of the report."""
+    return bool(_BOOKKEEPING & set(Path(relative_path).parts))
 
 
 def code_digest() -> str:
@@ -64,26 +72,88 @@ def group_files(entry: dict) -> list:
     return [str(f) for f in files]
 
 
-def group_key(entry: dict, options: dict) -> str:
-    """The reuse key of one group's page (see the module docstring)."""
+def group_key(entry: dict, options: dict, digests: dict | None = None) -> str:
+    """The reuse key of one group's page (see the module docstring); ``digests``: path -> sha256 of the files
+    already hashed."""
     from radrank.provenance import file_sha256
 
+    digests = {} if digests is None else digests
     h = hashlib.sha256(json.dumps({"layout": LAYOUT, "code": code_digest(), "options": options, "entry": entry},
                                   sort_keys=True, default=str).encode())
     for path in group_files(entry):
-        h.update(file_sha256(path).encode())
+        h.update((digests.get(path) or file_sha256(path)).encode())
     return h.hexdigest()
+
+
+def drill_down_keys(entry: dict, n_cases: int, digests: dict) -> dict:
+    """model -> the key of its drill-down rows in ``entry``'s group: a sha256 over the code, the drill-down's size,
+    the metrics in order and the bytes of the model's pairs and score files (``digests``: path -> sha256)."""
+    base = json.dumps({"layout": LAYOUT, "code": code_digest(), "cases": n_cases}, sort_keys=True)
+    keys = {}
+    for model, files in entry["models"].items():
+        h = hashlib.sha256(base.encode())
+        h.update(json.dumps(list(files["scores"])).encode())
+        for path in (files["pairs"], *files["scores"].values()):
+            h.update(digests[str(path)].encode())
+        keys[model] = h.hexdigest()
+    return keys
+
+
+class DrillDownMemo:
+    """A group's drill-down rows per model (:func:`radrank.report.data.load_group`), one pickle per
+    :func:`drill_down_keys` key in the figures folder's :data:`DRILL_DOWN_DIR`, with the rank column they were
+    chosen on (a pickle written by this code: its digest is in the key; results/ is the maintainers' alone)."""
+
+    def __init__(self, folder, keys: dict):
+        self.dir = Path(folder)
+        self.keys = keys
+        self.hits = 0
+
+    @staticmethod
+    def _column(rank_column) -> tuple | None:
+        return None if rank_column is None else (rank_column.column, rank_column.label,
+                                                 rank_column.higher_is_better, rank_column.leaf)
+
+    def get(self, model: str, rank_column):
+        """(rows, pairs provenance or None) stored for the model's files and this rank column, else None."""
+        try:
+            with open(self.dir / f"{self.keys[model]}.pickle", "rb") as f:
+                stored = pickle.load(f)
+        except Exception:  # absent, truncated: chosen again
+            return None
+        if not isinstance(stored, dict) or stored.get("rank_column") != self._column(rank_column):
+            return None
+        self.hits += 1
+        return stored["rows"], stored["pairs_provenance"]
+
+    def put(self, model: str, rank_column, rows: list, pairs_provenance) -> None:
+        from radrank import io
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with io.atomic_path(self.dir / f"{self.keys[model]}.pickle") as tmp:
+            with open(tmp, "wb") as f:
+                pickle.dump({"rank_column": self._column(rank_column), "rows": rows,
+                             "pairs_provenance": pairs_provenance}, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class PageReuse:
     """Which pages of one report job are kept (:meth:`kept`), and the bookkeeping of those it builds."""
 
     def __init__(self, layout: list, options: dict, pages: list, figures_dir):
+        from radrank.provenance import file_sha256
+
         self.dir = Path(figures_dir)
         self.pages = [str(p) for p in pages]
         self.entries = {os.path.basename(p): entry for p, entry in zip(self.pages, layout)}
-        self.keys = {name: group_key(entry, options) for name, entry in self.entries.items()}
+        self.digests = {path: file_sha256(path) for entry in layout for path in group_files(entry)}
+        self.keys = {name: group_key(entry, options, self.digests) for name, entry in self.entries.items()}
+        self.drill_down = {name: drill_down_keys(entry, options["cases"], self.digests)
+                           for name, entry in self.entries.items()}
         self.recorded = self._recorded()
+
+    def drill_down_memo(self, page) -> DrillDownMemo:
+        """The drill-down memo of a page's group (page: its path or file name)."""
+        return DrillDownMemo(self.dir / DRILL_DOWN_DIR, self.drill_down[os.path.basename(str(page))])
 
     def _recorded(self) -> dict:
         try:
@@ -137,6 +207,12 @@ class PageReuse:
             for path in state.iterdir():
                 if path.name.removesuffix(".pickle") not in kept:
                     path.unlink()
+        rows = self.dir / DRILL_DOWN_DIR  # only the rows of the models now in the report
+        wanted = {f"{key}.pickle" for keys in self.drill_down.values() for key in keys.values()}
+        if rows.is_dir():
+            for path in rows.iterdir():
+                if path.name not in wanted:
+                    _remove(path)
         self._write_keys({name: self.keys[name] for name in kept})
 
     def built(self, page) -> None:
@@ -145,7 +221,8 @@ class PageReuse:
         state.parent.mkdir(parents=True, exist_ok=True)
         from radrank import io
 
-        stored = page.__class__(**{**page.__dict__, "html": "", "figures": {}})
+        # its job-log line aside: it says what this build read, not what the page is
+        stored = page.__class__(**{**page.__dict__, "html": "", "figures": {}, "log": ""})
         with io.atomic_path(state) as tmp:
             with open(tmp, "wb") as f:
                 pickle.dump(stored, f, protocol=pickle.HIGHEST_PROTOCOL)

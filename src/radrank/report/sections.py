@@ -503,13 +503,12 @@ def _distribution_part(group: Group, base: str, headline: list, part: Part):
         part.html.append("<p class=\"note\">No per-sample values to show.</p>")
         return
     order, names = group.order, group.names
-    by_model = dict(tuple(group.values.groupby("model", sort=False)))
+    at = group.values.groupby("model", sort=False).indices  # each model's rows, in order (no frame per model)
     rank_col = group.rank_column()
     empty = np.zeros(0)
-    panels = [{"label": c.label, "values": [by_model[m][c.column].to_numpy(dtype="float64") if m in by_model else empty
-                                            for m in order],
+    panels = [{"label": c.label, "values": [values[at[m]] if m in at else empty for m in order],
                "higher_is_better": c.higher_is_better, "accent": rank_col is not None and c.column == rank_col.column}
-              for c in cols]
+              for c in cols for values in [group.values[c.column].to_numpy(dtype="float64")]]
     svg = figures.distribution_figure([names[m] for m in order], panels, name=f"{base}-distributions",
                                       title="Per-sample scores")
     part.figures[f"{group.dataset}/{group.split}/distributions.svg"] = svg
@@ -567,7 +566,7 @@ def _cases_part(group: Group, n_cases: int, part: Part):
         if rows is None or rows.empty:
             continue
         table_rows = []
-        for _, r in rows.iterrows():
+        for r in rows.to_dict("records"):  # plain mappings: a Series per row cost as much as the rest
             values = "<br>".join([f"<b>{esc(rank_col.label)} {num(r[rank_col.column])}</b>"]
                                  + [f"{esc(c.label)} {num(r[c.column])}" for c in others])  # the cell does not wrap
             row = [Cell(f"{esc(r['kind'])} {r['position']}<br><span class=\"muted\">{esc(r['sample_id'])}</span>",
