@@ -61,6 +61,7 @@ import struct
 import tempfile
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -459,12 +460,32 @@ class _Index:
     columns: tuple | None  # the score columns asked for (None: the oldest served pack's)
     used: tuple  # _Pack of the packs served, oldest first
     skipped: tuple  # (path, reason) of the packs not served
-    digests: object  # pyarrow string array over the served packs, in pack order (duplicates allowed)
-    pack_of: np.ndarray
-    row_of: np.ndarray
     schema: object  # unified arrow schema, no metadata
     pandas_meta: bytes | None  # the oldest served pack's pandas metadata
     dtypes: dict  # the oldest served pack's pandas dtypes, by column
+
+    @property
+    def size(self) -> int:
+        """Digests over the served packs, duplicates counted."""
+        return sum(len(p.digests) for p in self.used)
+
+    # the packs' digests joined, and where each came from: built only when asked for (a lookup of a few digests
+    # probes each pack's own array: joining a million digests cost more than the lookup)
+    @cached_property
+    def digests(self):
+        """pyarrow string array over the served packs, in pack order (duplicates allowed)."""
+        import pyarrow as pa
+
+        return pa.concat_arrays([p.digests for p in self.used]) if self.used else pa.array([], pa.string())
+
+    @cached_property
+    def pack_of(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.used), dtype=np.int32), [len(p.digests) for p in self.used])
+
+    @cached_property
+    def row_of(self) -> np.ndarray:
+        return (np.concatenate([np.arange(len(p.digests), dtype=np.int64) for p in self.used]) if self.used
+                else np.array([], dtype=np.int64))
 
     @property
     def entries(self) -> int:
@@ -505,13 +526,8 @@ def _index(folder: Path, listing: tuple, secret: bytes, columns: tuple | None = 
         used.append(pack)
     for key in [k for k in _PACKS if k[0].parent == folder and k[0].name not in listing]:
         _PACKS.pop(key, None)  # pruned or compacted away
-    lengths = [len(p.digests) for p in used]
     first = used[0].schema if used else None
     index = _Index(listing=listing, columns=columns, used=tuple(used), skipped=tuple(skipped),
-                   digests=pa.concat_arrays([p.digests for p in used]) if used else pa.array([], pa.string()),
-                   pack_of=np.repeat(np.arange(len(used), dtype=np.int32), lengths),
-                   row_of=np.concatenate([np.arange(n, dtype=np.int64) for n in lengths]) if used
-                   else np.array([], dtype=np.int64),
                    schema=schema, pandas_meta=(first.metadata or {}).get(b"pandas") if first else None,
                    dtypes=_block(first).get("dtypes", {}) if first else {})
     _INDEXES[folder] = index
@@ -616,15 +632,21 @@ class Namespace:
         if not index.used:
             return _no_rows()
         asked = pa.array(wanted, type=pa.string())
-        if len(asked) * 4 < len(index.digests):  # a hash table of the few asked, probed by the many stored
-            positions = np.flatnonzero(pc.is_in(index.digests, value_set=asked).to_numpy(zero_copy_only=False))
-            slot = pc.index_in(index.digests.take(positions), value_set=asked).to_numpy()
-            _, first = np.unique(slot, return_index=True)  # the oldest copy of each (positions ascend)
-            hits = positions[first]  # in the order wanted (np.unique sorts the slots)
+        if len(asked) * 4 < index.size:  # a hash table of the few asked, probed by the many stored, pack by pack
+            found = []  # (pack, rows, slots) in pack order, rows ascending: the order of the digests joined
+            for k, pack in enumerate(index.used):
+                rows = np.flatnonzero(pc.is_in(pack.digests, value_set=asked).to_numpy(zero_copy_only=False))
+                if len(rows):
+                    slots = pc.index_in(pack.digests.take(rows), value_set=asked).to_numpy()
+                    found.append((np.full(len(rows), k, dtype=np.int32), rows, slots))
+            packs, rows, slots = ([np.concatenate(part) for part in zip(*found)] if found else
+                                  (np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)))
+            _, first = np.unique(slots, return_index=True)  # the oldest copy of each (found in pack, row order)
+            pack_of, row_of = packs[first], rows[first]  # in the order wanted (np.unique sorts the slots)
         else:
             where = pc.fill_null(pc.index_in(asked, value_set=index.digests), -1).to_numpy()
             hits = where[where >= 0]  # in the order wanted
-        pack_of, row_of = index.pack_of[hits], index.row_of[hits]
+            pack_of, row_of = index.pack_of[hits], index.row_of[hits]
         tables, order, answered = [], [], []
         for pack in np.unique(pack_of):
             picked = np.flatnonzero(pack_of == pack)

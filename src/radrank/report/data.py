@@ -135,6 +135,7 @@ def _per_sample_values(models: dict, metric_names: list):
 
     Read with pyarrow column by column and assembled once (a DataFrame per file costs more than the read)."""
     import pandas as pd
+    import pyarrow as pa
 
     cols = [c for name in metric_names for c in sample_columns(name)]
     owned = {name: [c.column for c in cols if c.column in set(metrics.get(name).columns)] for name in metric_names}
@@ -152,11 +153,18 @@ def _per_sample_values(models: dict, metric_names: list):
             for c in owned[name]:
                 values[c].append(_floats(table.column(c)))
         n = 0 if first is None else len(first)
-        ids.append(np.asarray(first.to_pylist() if first is not None else [], dtype=object))
+        if first is not None:
+            ids.append(first)
         counts.append(n)
     if not counts:
         return pd.DataFrame(columns=["model", "sample_id"]), cols, prov
-    frame = {"model": np.repeat(np.asarray(list(models), dtype=object), counts), "sample_id": np.concatenate(ids)}
+    if all(pa.types.is_string(i.type) or pa.types.is_large_string(i.type) for i in ids):
+        # text ids stay Arrow strings end to end: a Python object per id, converted back to Arrow, cost 5x
+        sample_ids = pa.chunked_array([c for i in ids for c in i.cast(pa.large_string()).chunks],
+                                      type=pa.large_string()).to_pandas()
+    else:
+        sample_ids = np.concatenate([np.asarray(i.to_pylist(), dtype=object) for i in ids] or [np.zeros(0, object)])
+    frame = {"model": np.repeat(np.asarray(list(models), dtype=object), counts), "sample_id": sample_ids}
     for c in cols:
         frame[c.column] = np.concatenate(values[c.column]) if values[c.column] else np.full(sum(counts), np.nan)
     return pd.DataFrame(frame), cols, prov
