@@ -429,16 +429,18 @@ def _reference_merge(paths):
     return merged
 
 
-def test_a_models_score_files_merge_as_pandas_joins_them(tmp_path):
+@pytest.mark.parametrize("order", ["pairs", "sorted"])
+def test_a_models_score_files_merge_as_pandas_joins_them(tmp_path, order):
     """merge_scores (the statistics jobs' reader: one conversion to pandas per model) gives the frame pandas' own
-    read and join give, aligned files or not; the provenance it collects is each file's, as read_provenance reads it."""
+    read and join give, aligned files or not, their ids in the pairs' order or sorted already (then not sorted
+    again); the provenance it collects is each file's, as read_provenance reads it."""
     import pyarrow.parquet as pq
 
     from radrank import io
     from radrank.jobs import merge_scores
 
     rng = np.random.default_rng(3)
-    ids = [f"s{i:03d}" for i in rng.permutation(50)]  # the pairs' order, not sorted
+    ids = [f"s{i:03d}" for i in (rng.permutation(50) if order == "pairs" else range(50))]
     first = pd.DataFrame({"sample_id": ids, "bleu2": rng.random(50)})
     second = pd.DataFrame({"sample_id": ids, "bleu4_correct_1": rng.integers(0, 9, 50),
                            "green_explanation": [None if i % 7 == 0 else f"text {i}" for i in range(50)],
