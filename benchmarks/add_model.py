@@ -115,6 +115,9 @@ def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets
               f"({', '.join(f'{k} {v}' for k, v in sorted(jobs.items()))})")
     for line in added[3][:6]:
         print(f"    add-one scoring: {line}")
+    print("    full run's jobs' CPU as they logged it: " + ", ".join(f"{rule} {cpu:.2f}" for rule, cpu in
+                                                             sorted(full[4].items(), key=lambda kv: -kv[1]))
+          + f" (sum {sum(full[4].values()):.2f} s)")
     print("    add-one jobs' CPU as they logged it: " + ", ".join(f"{rule} {cpu:.2f}" for rule, cpu in
                                                              sorted(added[4].items(), key=lambda kv: -kv[1]))
           + f" (sum {sum(added[4].values()):.2f} s)")

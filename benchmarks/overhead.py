@@ -15,7 +15,9 @@ done the imports:
   before the worker processes; its arguments, pickled); the call
   is made again, in this process (RADRANK_WORKERS=0). A revision from before run_in_process recorded
   radrank.jobs.run_logged's job function and keyword arguments instead.
-The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports, Snakemake's
+Before a job is replayed, what it would keep from its own first run (score files, the bootstrap's memo and
+summary keys, the report's page keys and drill-down rows) is removed: the run was from scratch, and so is the
+replay. The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports, Snakemake's
 own bookkeeping, the workers' start and the jobs' trips to them; the recording's pickling counts as run
 CPU too). The meta-evaluation is switched off: the run is the leaderboard's. Goals: wall(--cores 1) /
 wall(--cores 2) >= 1.6, work >= 50 % of the run's CPU.
@@ -120,16 +122,36 @@ include: "Snakefile"
 """
 
 
+def _forget_kept(name: str, output) -> None:
+    """The run was from scratch: what a job would keep from its own first run is removed, so that its replay does
+    the work the run did — score files (radrank.score_reuse), the bootstrap's memo (ReplicateMemo) and summary
+    folders' keys (radrank.summaries), the report's page keys and drill-down rows (radrank.report.reuse)."""
+    import shutil
+
+    def get(key):
+        return output.get(key) if hasattr(output, "get") else getattr(output, key, None)
+
+    if name == "ScoreGroup":
+        for out in get("scores") or ():
+            Path(out).unlink(missing_ok=True)
+    elif name == "Bootstrap":
+        if get("replicate_memo"):
+            shutil.rmtree(get("replicate_memo"), ignore_errors=True)
+        if get("model_files"):
+            (Path(get("model_files")) / ".content-keys.json").unlink(missing_ok=True)
+    elif name == "Report" and get("figures"):
+        (Path(get("figures")) / ".content-keys.json").unlink(missing_ok=True)
+        shutil.rmtree(Path(get("figures")) / ".drill-down", ignore_errors=True)
+
+
 def replay_one(path: Path) -> str:
     """Do one recorded job's work again in this process; its name (job class, function or script)."""
     if path.suffix == ".pkl":  # an in-process job: its radrank.jobs call, as the job made it, log included
         from radrank import jobs as radrank_jobs
 
         kind, name, call = pickle.loads(path.read_bytes())
-        if name == "ScoreGroup" and kind == "run_in_process":
-            # the run was from scratch: nothing to keep (radrank.score_reuse keeps what the job wrote)
-            for out in getattr(call[3], "scores", None) or ():
-                Path(out).unlink(missing_ok=True)
+        if kind == "run_in_process":
+            _forget_kept(name, call[3])
         if kind == "run_in_process":
             try:
                 from radrank.workers import run_in_process

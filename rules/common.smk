@@ -28,6 +28,8 @@ for warning in PLAN.warnings:
     print(f"radrank: warning: {warning}", file=sys.stderr)
 # each input's checksum read once per file version, not once per output of its job (radrank.snakemake_checksums)
 snakemake_checksums.memoise()
+# one scheduler wake-up timer waiting at a time, not one more chain per finished job (radrank.scheduler_timers)
+scheduler_timers.one_pending_reevaluation()
 atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
 # one id for the run's jobs (they inherit it, on SLURM too): `radrank cache info` shows the last run's hit rates
 os.environ.setdefault(score_cache.RUN_ENV_VAR, score_cache.new_run_id())
