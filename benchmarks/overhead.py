@@ -128,20 +128,17 @@ def _forget_kept(name: str, output) -> None:
     folders' keys (radrank.summaries), the report's page keys and drill-down rows (radrank.report.reuse)."""
     import shutil
 
-    def get(key):
-        return output.get(key) if hasattr(output, "get") else getattr(output, key, None)
-
     if name == "ScoreGroup":
-        for out in get("scores") or ():
+        for out in getattr(output, "scores", None) or ():
             Path(out).unlink(missing_ok=True)
-    elif name == "Bootstrap":
-        if get("replicate_memo"):
-            shutil.rmtree(get("replicate_memo"), ignore_errors=True)
-        if get("model_files"):
-            (Path(get("model_files")) / ".content-keys.json").unlink(missing_ok=True)
-    elif name == "Report" and get("figures"):
-        (Path(get("figures")) / ".content-keys.json").unlink(missing_ok=True)
-        shutil.rmtree(Path(get("figures")) / ".drill-down", ignore_errors=True)
+    elif name == "Bootstrap":  # the replay runs in the workflow's folder: the workflow's layout (docs/outputs.md)
+        for memo in Path("results/stats").glob("*/*/replicate-memo"):
+            shutil.rmtree(memo, ignore_errors=True)
+        for keys in Path("results/summary").glob("*/*/.content-keys.json"):
+            keys.unlink(missing_ok=True)
+    elif name == "Report":
+        Path("results/report/figures/.content-keys.json").unlink(missing_ok=True)
+        shutil.rmtree("results/report/figures/.drill-down", ignore_errors=True)
 
 
 def replay_one(path: Path) -> str:
@@ -179,9 +176,10 @@ def replay(calls: list) -> dict:
     with open(os.devnull, "w") as sys.stderr:
         try:
             for path in calls:
-                start = time.process_time()
+                # the job's processes too (the report builds its pages in a pool it waits for)
+                start = time.process_time() + children_cpu()
                 name = replay_one(path)
-                cpu[name] += time.process_time() - start
+                cpu[name] += time.process_time() + children_cpu() - start
         finally:
             sys.stderr = stderr
     return cpu

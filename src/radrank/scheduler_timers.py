@@ -47,15 +47,12 @@ def cancel_scheduler_timers() -> int:
 def one_pending_reevaluation() -> bool:
     """Make ``JobScheduler._schedule_reevalutation`` start a timer only when none of the scheduler's is waiting
     (idempotent). False where this Snakemake has no such method: then nothing is changed."""
-    try:
-        from snakemake.scheduling.job_scheduler import JobScheduler
-    except ImportError:
-        return False
-    original = getattr(JobScheduler, "_schedule_reevalutation", None)
-    if original is None:
-        return False
-    if getattr(original, _MARK, False):
-        return True
+    from radrank.snakemake_checksums import unpatched
+
+    found = unpatched("snakemake.scheduling.job_scheduler", "JobScheduler", "_schedule_reevalutation", _MARK)
+    if found is None or found[1] is None:  # no such method, or patched already
+        return found is not None
+    JobScheduler, original = found
 
     def _schedule_reevalutation(self, delay) -> None:
         with _LOCK:

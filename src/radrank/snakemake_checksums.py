@@ -26,17 +26,29 @@ _MARK = "_radrank_memoised"
 _WITHIN_RECORDS: contextvars.ContextVar = contextvars.ContextVar("radrank_checksums_within_records", default=None)
 
 
+def unpatched(module: str, class_name: str, method: str, mark: str):
+    """(the class, its method) of Snakemake's to patch: (class, None) where it is patched already (its function
+    carries ``mark``), None where this Snakemake has no such method (then nothing is to change)."""
+    import importlib
+
+    try:
+        cls = getattr(importlib.import_module(module), class_name)
+    except (ImportError, AttributeError):
+        return None
+    original = getattr(cls, method, None)
+    if original is None:
+        return None
+    return cls, (None if getattr(original, mark, False) else original)
+
+
 def memoise() -> bool:
     """Memoise ``snakemake.io._IOFile.checksum`` in this process (idempotent). False where this Snakemake
     has no such method (then nothing is changed: checksums are as slow as they were, never wrong)."""
-    try:
-        from snakemake.io import _IOFile
-    except ImportError:
+    found = unpatched("snakemake.io", "_IOFile", "checksum", _MARK)
+    if found is None:
         return False
-    original = getattr(_IOFile, "checksum", None)
+    _IOFile, original = found
     if original is None:
-        return False
-    if getattr(original, _MARK, False):
         return True
     memo: dict = {}
 
