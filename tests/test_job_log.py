@@ -97,3 +97,34 @@ def test_a_job_alone_in_its_process_counts_every_thread_of_it(tmp_path, monkeypa
     assert _logged_cpu(tmp_path, "alone") >= 0.29
     monkeypatch.setattr(jobs, "ALONE_IN_PROCESS", False)
     assert _logged_cpu(tmp_path, "shared") < 0.2
+
+
+_POOL_PROBE = """
+import json, sys
+import pyarrow as pa
+from radrank import jobs
+before = pa.default_memory_pool().backend_name
+seen = []
+jobs.run_logged(lambda: seen.append(pa.array([1.0] * 10).to_pylist() and pa.default_memory_pool().backend_name),
+                rule="probe")
+print(json.dumps({"before": before, "in_job": seen[0]}))
+"""
+
+
+@pytest.mark.parametrize("setting, expected", [(None, "jemalloc"), ("system", "system"), ("mimalloc", "mimalloc")])
+def test_a_job_allocates_arrow_memory_with_jemalloc_unless_told_otherwise(setting, expected):
+    """pyarrow's mimalloc default costs a pack-reading job seconds of kernel time where transparent huge pages are
+    granted on request (benchmarks/arrow_pool.py); a job switches to jemalloc, and ARROW_DEFAULT_MEMORY_POOL,
+    where someone set it, wins. Each case in a fresh interpreter: the choice is once per process."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if setting:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = setting
+    out = subprocess.run([sys.executable, "-c", _POOL_PROBE], env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout)
+    assert got["before"] == (setting or "mimalloc")  # the process started on pyarrow's own default
+    assert got["in_job"] == expected

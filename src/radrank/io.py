@@ -72,6 +72,35 @@ def atomic_path(path):
         raise
 
 
+_POOL_CHOSEN = False
+
+
+def use_job_memory_pool() -> str | None:
+    """Make jemalloc pyarrow's default allocator in this process, unless ARROW_DEFAULT_MEMORY_POOL says
+    otherwise; returns the backend now in use (None: pyarrow not installed).
+
+    pyarrow's default, mimalloc, commits its arenas eagerly and asks for transparent huge pages; where the kernel
+    grants those on request (``transparent_hugepage`` = madvise, as on Debian and Ubuntu) each first touch of a
+    2 MiB page is cleared, and may wait for compaction, in the kernel. A job that decodes a score-cache pack
+    (a million digests) then spends 0.4–2 s of system time, varying run to run, where jemalloc spends 0.3
+    (benchmarks/arrow_pool.py). The numbers do not depend on the allocator. Once per process; jobs that share one
+    call it concurrently, which is harmless (the choice is a pointer swap, made the same way each time).
+    """
+    global _POOL_CHOSEN
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return None
+    if not _POOL_CHOSEN:
+        _POOL_CHOSEN = True
+        if not os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+            try:
+                pa.set_memory_pool(pa.jemalloc_memory_pool())
+            except NotImplementedError:  # a pyarrow built without jemalloc (Windows): its default stays
+                pass
+    return pa.default_memory_pool().backend_name
+
+
 def write_parquet(df, path, provenance: dict | None = None) -> None:
     """Write ``df`` (without its index) with ``provenance`` stored as JSON metadata."""
     import pyarrow as pa

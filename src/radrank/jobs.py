@@ -119,6 +119,7 @@ def run_logged(work, *, rule, log_path=None, this_thread_only=True):
     line, so Snakemake marks the job failed and shows the line."""
     from radrank.errors import RadrankError
 
+    io.use_job_memory_pool()
     with job_log(log_path, this_thread_only=this_thread_only):
         # a job sharing its process counts its own thread's CPU; one alone counts every thread of the process
         clock = time.process_time if ALONE_IN_PROCESS else time.thread_time
