@@ -30,10 +30,10 @@ PAIRS = pd.DataFrame({"reference": ["No effusion.", "a|b", "a", None, "", "nan",
 @pytest.fixture(autouse=True)
 def fresh_memo():
     """Each test reads the cache as a new process would (the memo is per process, keyed by pack list)."""
-    for memo in (sc._INDEXES, sc._PACKS, sc._WARNED):
+    for memo in (sc._INDEXES, sc._PACKS, sc._WARNED, sc._FILTERS):
         memo.clear()
     yield
-    for memo in (sc._INDEXES, sc._PACKS, sc._WARNED):
+    for memo in (sc._INDEXES, sc._PACKS, sc._WARNED, sc._FILTERS):
         memo.clear()
 
 
@@ -130,8 +130,8 @@ def test_lookup_returns_what_was_stored_with_its_dtypes(tmp_path):
     missing = got.explanation[got.explanation.isna()]
     assert len(missing) and all(v is None for v in missing) and got.explanation.dtype == object  # None, object stay
     assert ns.meta() == {"model": "first"}  # the oldest pack's
-    empty = ns.lookup(["0" * 32])
-    assert empty.empty and empty.dtypes.to_dict() == frame.dtypes.to_dict()
+    empty = ns.lookup(["0" * 32])  # no pack's digest filter holds it: no pack is read, so no stored column is known
+    assert empty.empty and list(empty.columns) == ["digest"]
 
 
 def test_a_few_digests_asked_of_a_large_namespace_come_back_in_order_from_their_oldest_copy(tmp_path):
@@ -366,8 +366,134 @@ def test_compaction_writes_checked_packs_and_leaves_damaged_ones_alone(tmp_path)
     assert packs[2] not in inputs and packs[2].exists() and sc.PACK_NAME.fullmatch(output.name)
     sc._INDEXES.clear(), sc._PACKS.clear()
     every = np.concatenate([blocks[0], blocks[1], blocks[3]])
-    pd.testing.assert_frame_equal(ns.lookup(every), scores_of(every), check_exact=True)
+    # the damaged pack's digest filter admits block 2's digests: it is read for them, and not served
+    pd.testing.assert_frame_equal(ns.lookup(np.concatenate([every, blocks[2]])), scores_of(every), check_exact=True)
     assert [p for p, _ in ns.skipped] == [packs[2]] and ns.meta() == {"pack": 0}
+
+
+# --- digest filters -------------------------------------------------------------------------------
+
+
+def test_digest_prefixes_are_the_first_16_hex_digits_as_an_integer():
+    digests = list(digests_of(500)) + ["f" * 32, "0" * 32]
+    assert sc.digest_prefixes(digests).tolist() == [int(d[:16], 16) for d in digests]  # Python's own parse
+    # anything that is not 16 lowercase hex digits maps to 0: it only ever makes a pack a candidate
+    assert sc.digest_prefixes(["", "abc", "G" * 32, "ÄÖ" * 16, "F" * 32]).tolist() == [0] * 5
+
+
+def counting_reads(monkeypatch) -> list:
+    """The packs whose bytes are read (and checked) from now on."""
+    read = []
+    original = sc._read_checked
+
+    def spy(path, secret):
+        read.append(Path(path))
+        return original(path, secret)
+
+    monkeypatch.setattr(sc, "_read_checked", spy)
+    return read
+
+
+def test_a_lookup_reads_only_the_packs_whose_filter_holds_a_digest_it_asks_for(tmp_path, monkeypatch):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    blocks = [digests_of(300, 1000 * i) for i in range(3)]
+    packs = [ns.store(scores_of(b), {"pack": i}) for i, b in enumerate(blocks)]
+    assert all(sc.filter_path(p).is_file() for p in packs)  # written with each pack
+    read = counting_reads(monkeypatch)
+    new = digests_of(50, 50_000)  # a new model's pairs: in no pack
+    assert ns.lookup(new).empty and read == []
+    wanted = [*new, blocks[1][7], blocks[1][8]]
+    got = ns.lookup(wanted)
+    pd.testing.assert_frame_equal(got, scores_of([blocks[1][7], blocks[1][8]]), check_exact=True)
+    assert read == [packs[1]] and ns.answered_meta == {"pack": 1}
+
+
+@pytest.mark.parametrize("damage", ["removed", "garbage", "truncated", "emptied", "stale", "claims_everything"])
+def test_a_damaged_missing_or_forged_filter_never_serves_a_wrong_row(tmp_path, monkeypatch, damage):
+    """A filter only decides which packs are read; a pack read is checked as always. So a filter can cost a
+    miss (the pair is scored again), never a row the pack does not hold or that is not the pack's."""
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    held = digests_of(200)
+    pack = ns.store(scores_of(held), {})
+    path = sc.filter_path(pack)
+    other = digests_of(200, 10_000)
+    if damage == "removed":
+        path.unlink()
+    elif damage == "garbage":
+        path.write_bytes(b"not a filter" * 10)
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:-3])
+    elif damage == "emptied":  # a well-formed filter of no digests: the pack is not read, its pairs are misses
+        path.write_bytes(sc.FILTER_MAGIC + struct.pack("<Q", 0))
+    elif damage == "stale":  # the filter of other digests, as if the pack were replaced under its name
+        sc._write_filter(pack, pd.array(other, dtype="str"))
+    elif damage == "claims_everything":  # the filter admits digests the pack does not hold
+        sc._write_filter(pack, pd.array(np.concatenate([held, other]), dtype="str"))
+    sc._FILTERS.clear()
+    got = ns.lookup(np.concatenate([held[:20], other[:20]]))
+    if damage == "emptied":
+        assert got.empty  # misses only: the job scores those pairs again
+    elif damage == "stale":  # it admits the other digests asked for: the pack is read, and gives what it holds
+        pd.testing.assert_frame_equal(got, scores_of(held[:20]), check_exact=True)
+        assert ns.lookup(held[:20]).empty  # asked only for what it holds, the stale filter costs misses
+    else:
+        pd.testing.assert_frame_equal(got, scores_of(held[:20]), check_exact=True)
+    if damage in ("removed", "garbage", "truncated"):  # the reader wrote the pack a filter again
+        sc._FILTERS.clear()
+        assert sc._read_filter(pack) is not None and sc._may_hold(pack, sc.sorted_prefixes(held[:1]))
+
+
+def test_a_poisoned_pack_with_a_filter_of_its_own_is_read_and_not_served(tmp_path, caplog):
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    held = digests_of(100)
+    real = ns.store(scores_of(held), {"model": "real"})
+    poisoned = attack("older_name", real, tmp_path)
+    sc._write_filter(poisoned, pd.array(held, dtype="str"))  # the forger gives it a filter that admits every pair
+    got = ns.lookup(held)
+    pd.testing.assert_frame_equal(got, scores_of(held), check_exact=True)
+    assert [p for p, _ in ns.skipped] == [poisoned]
+
+
+def test_prune_and_compaction_remove_filters_with_their_packs(tmp_path):
+    cache = sc.ScoreCache(tmp_path)
+    ns = cache.namespace(KEY)
+    packs = [ns.store(scores_of(digests_of(40, 100 * i)), {"pack": i}) for i in range(4)]
+    result = sc.prune(tmp_path, compact_min_packs=2)
+    [(inputs, output)] = result.compacted
+    assert sorted(inputs) == sorted(packs) and sc.filter_path(output).is_file()
+    assert not any(sc.filter_path(p).exists() for p in packs)
+    every = np.concatenate([digests_of(40, 100 * i) for i in range(4)])
+    assert sorted(sc._read_filter(output).tolist()) == sorted(set(sc.digest_prefixes(every).tolist()))
+    orphan = sc.filter_path(output.with_name(output.name.replace(output.name.split("-")[2], "0" * 12)))
+    orphan.write_bytes(sc.filter_path(output).read_bytes())  # a filter whose pack is gone
+    sc.prune(tmp_path, compact=False)
+    assert not orphan.exists() and sc.filter_path(output).exists()
+    sc.prune(tmp_path, max_bytes=0)
+    assert not ns.dir.exists()  # the last pack went with its filter, and so did the namespace
+
+
+def test_a_job_whose_filters_are_forged_scores_the_same_numbers(tmp_path):
+    """The score files a group job writes do not depend on what the filters say: a forged empty filter only makes
+    the job score the pairs it would have taken from the cache."""
+    from radrank import scoring
+
+    pairs = {f"m{i}": pd.DataFrame({"sample_id": [f"s{j}" for j in range(30)],
+                                    "reference": [f"Finding {j % 7}." for j in range(30)],
+                                    "hypothesis": [f"Finding {(j + i) % 5}." for j in range(30)]}) for i in range(3)}
+    cache = sc.ScoreCache(tmp_path)
+    first = scoring.score_group("bleu2", {}, pairs, cache=cache)
+    for pack in Path(tmp_path).rglob("pack-*.parquet"):
+        sc.filter_path(pack).write_bytes(sc.FILTER_MAGIC + struct.pack("<Q", 0))
+    sc._FILTERS.clear()
+    again = scoring.score_group("bleu2", {}, pairs, cache=cache)
+    assert again.counts["cached"] == 0 and again.counts["scored"] == first.counts["distinct"]
+    for model in pairs:
+        pd.testing.assert_frame_equal(again.by_model[model], first.by_model[model], check_exact=True)
+    sc._FILTERS.clear()
+    third = scoring.score_group("bleu2", {}, pairs, cache=cache)  # the new pack's filter is whole: all cached
+    assert third.counts["cached"] == first.counts["distinct"]
+    for model in pairs:
+        pd.testing.assert_frame_equal(third.by_model[model], first.by_model[model], check_exact=True)
 
 
 # --- concurrency ----------------------------------------------------------------------------------
@@ -480,7 +606,7 @@ def test_prune_by_size_removes_the_least_recently_used_first(tmp_path):
     for days, pack in zip((3, 2, 1), packs):
         aged(pack, days)
     spaces[0].lookup(digests_of(5))  # a hit: the oldest pack is now the most recently used
-    sizes = [p.stat().st_size for p in packs]
+    sizes = [p.stat().st_size + sc.filter_path(p).stat().st_size for p in packs]  # a pack counts with its filter
     dry = sc.prune(tmp_path, max_bytes=sizes[0] + sizes[2], dry_run=True)
     assert [p.path for p in dry.removed] == [packs[1]] and all(p.exists() for p in packs)
     result = sc.prune(tmp_path, max_bytes=sizes[0] + sizes[2])

@@ -38,6 +38,13 @@ Prune and compaction delete packs that a concurrent lookup may have listed: a re
 pack gone lists the folder again and starts over (compaction renames its merged pack into place before it
 deletes the inputs), so a lookup never fails for it and never returns part of what is stored.
 
+Each pack has a *digest filter* beside it, ``<pack name without .parquet>.filter``: the sorted distinct 64-bit
+prefixes of its digests (8 bytes an entry), written with the pack (and by the first reader of a pack without one).
+A lookup reads the filters first and reads, checks and decodes only the packs whose filter holds a prefix it asks
+for: a new model's pairs, mostly new, no longer cost a read of every pack of the namespace. A filter is only a
+filter: a pack it admits is read and checked as always, so a damaged, stale or forged filter can cost a miss (the
+pair is scored again), never serve a wrong row; one that does not parse is ignored and the pack read.
+
 "Last used" is cheap and safe under concurrency: a lookup touches (utime) the namespace's marker and the
 packs it took rows from; ``prune`` removes the packs unused for longest first (their mtime: the last store
 or lookup hit), and compacts namespaces of many small packs into a few.
@@ -82,6 +89,8 @@ READ_TRIES = 20  # listings a read tries while prune/compaction remove the packs
 COMPACT_MIN_PACKS = 8  # a namespace is compacted when it has this many small packs
 COMPACT_SMALL_BYTES = 32 << 20  # packs below this size are merged ...
 COMPACT_TARGET_BYTES = 128 << 20  # ... into packs of about this size (bounded memory while merging)
+FILTER_SUFFIX = ".filter"  # a pack's digest filter: <pack stem>.filter beside <pack stem>.parquet
+FILTER_MAGIC = b"radrank-digest-filter-1\n"
 STALE_TEMP_S = 86_400  # a temporary file this old belongs to a job that was killed mid-write
 
 log = logging.getLogger("radrank")
@@ -337,7 +346,115 @@ def _write_pack(folder: Path, table, created_ns: int, secret: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_folder(folder)
+    _write_filter(path, table.column("digest"))
     return path
+
+
+def filter_path(pack: Path) -> Path:
+    """The digest filter of the pack at ``pack``."""
+    return pack.with_name(pack.name[: -len(".parquet")] + FILTER_SUFFIX)
+
+
+_HEX_VALUE = np.full(256, 255, dtype=np.uint8)
+_HEX_VALUE[np.frombuffer(b"0123456789abcdef", dtype=np.uint8)] = np.arange(16, dtype=np.uint8)
+
+
+def digest_prefixes(digests) -> np.ndarray:
+    """uint64 of each digest's first 16 hex characters (a pyarrow string array or a sequence of str); a digest
+    that is not lowercase hex of at least 16 characters (none that :func:`pair_digests` writes) maps to 0, which
+    only makes its pack a candidate. Vectorised over the Arrow buffers: a million digests in milliseconds."""
+    import pyarrow as pa
+
+    if isinstance(digests, pa.ChunkedArray):
+        digests = digests.combine_chunks()
+    array = (digests if isinstance(digests, pa.Array) else pa.array(list(digests), type=pa.string())).cast(pa.string())
+    n = len(array)
+    out = np.zeros(n, dtype=np.uint64)
+    if n == 0 or array.buffers()[2] is None:
+        return out
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=n + 1, offset=array.offset * 4)
+    data = np.frombuffer(array.buffers()[2], dtype=np.uint8)
+    lengths = np.diff(offsets)
+    if array.null_count == 0 and (lengths == DIGEST_CHARS).all():  # every pair digest: fixed-width records
+        rows = slice(None)
+        heads = data[offsets[0]: offsets[0] + n * DIGEST_CHARS].reshape(n, DIGEST_CHARS)[:, :16]
+    else:
+        rows = np.flatnonzero(lengths >= 16)
+        heads = data[offsets[:-1][rows, None] + np.arange(16)]
+    nibbles = _HEX_VALUE[heads]
+    octets = (nibbles[:, 0::2] << 4) | nibbles[:, 1::2]
+    values = np.ascontiguousarray(octets).view(">u8").ravel().astype(np.uint64)
+    values[(nibbles == 255).any(axis=1)] = 0
+    out[rows] = values
+    return out
+
+
+def sorted_prefixes(digests) -> np.ndarray:
+    """The distinct :func:`digest_prefixes` of ``digests``, sorted (a sort and a comparison: numpy 2.4's
+    ``np.unique`` hashes first and took 30x as long on a million)."""
+    ordered = np.sort(digest_prefixes(digests))
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
+
+
+def _write_filter(pack: Path, digests) -> None:
+    """Write ``pack``'s digest filter (best effort: a filter that is missing only means the pack is read)."""
+    prefixes = sorted_prefixes(digests)
+    body = FILTER_MAGIC + struct.pack("<Q", len(prefixes)) + prefixes.astype("<u8").tobytes()
+    target = filter_path(pack)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".filter-", suffix=".part", dir=pack.parent)
+    except OSError:
+        return
+    try:
+        radrank_io.make_ordinary(fd)
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        os.replace(tmp, target)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
+_FILTERS: dict[Path, tuple] = {}  # filter path -> (identity, sorted prefixes): read once per process while unchanged
+
+
+def _read_filter(pack: Path) -> np.ndarray | None:
+    """The sorted prefixes of ``pack``'s filter; None when it has none or one that does not parse."""
+    path = filter_path(pack)
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        _FILTERS.pop(path, None)
+        return None
+    memo = _FILTERS.get(path)
+    if memo is not None and memo[0] == _identity(st):
+        return memo[1]
+    head = len(FILTER_MAGIC) + 8
+    if not stat.S_ISREG(st.st_mode) or st.st_size < head or (st.st_size - head) % 8:
+        return None
+    try:
+        with open(path, "rb") as f:
+            data = f.read(st.st_size + 1)
+    except OSError:
+        return None
+    if data[: len(FILTER_MAGIC)] != FILTER_MAGIC or len(data) != st.st_size:
+        return None
+    (count,) = struct.unpack_from("<Q", data, len(FILTER_MAGIC))
+    if count * 8 != len(data) - head:
+        return None
+    prefixes = np.frombuffer(data, dtype="<u8", offset=head).astype(np.uint64, copy=False)
+    _FILTERS[path] = (_identity(st), prefixes)
+    return prefixes
+
+
+def _may_hold(pack: Path, asked: np.ndarray) -> bool:
+    """Whether the pack may hold one of the ``asked`` prefixes (sorted, distinct): True without a usable filter."""
+    prefixes = _read_filter(pack)
+    if prefixes is None:
+        return True
+    if not len(prefixes) or not len(asked):
+        return False
+    at = np.minimum(np.searchsorted(prefixes, asked), len(prefixes) - 1)
+    return bool((prefixes[at] == asked).any())
 
 
 def _identity(st) -> tuple:
@@ -406,7 +523,8 @@ def _read_pack(path: Path, secret: bytes) -> _Pack:
         with pq.ParquetFile(pa.BufferReader(data)) as pf:
             schema = pf.schema_arrow
             block = _block(schema)
-            digests = pf.read(columns=["digest"]).column(0).combine_chunks()
+            column = pf.read(columns=["digest"]).column(0)
+            digests = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
     except (pa.ArrowException, OSError, KeyError, ValueError, TypeError) as e:
         raise BadPack(f"is not a pack this radrank reads ({type(e).__name__}: {e})") from None
     if not isinstance(block, dict) or block.get("format") != FORMAT:
@@ -420,6 +538,8 @@ def _read_pack(path: Path, secret: bytes) -> _Pack:
         raise BadPack("was written for another namespace (its key is not this folder's)" if foreign
                       else "has no digest column first")
     _PACKS[(path, secret)] = pack = _Pack(path, _identity(st), digests, schema, block)
+    if _read_filter(path) is None:  # a pack from before filters (or whose filter was lost): the next reader skips it
+        _write_filter(path, digests)
     return pack
 
 
@@ -592,6 +712,7 @@ class Namespace:
         self.columns = tuple(columns) if columns is not None else None
         self.secret = secret
         self.skipped: tuple = ()  # (path, reason) of the packs the last lookup did not serve
+        self.answered_meta: dict | None = None  # the ``meta`` of the oldest pack that gave the last lookup rows
 
     @property
     def enabled(self) -> bool:
@@ -600,11 +721,13 @@ class Namespace:
     def packs(self) -> list[str]:
         return _list_packs(self.dir) if self.enabled else []
 
-    def _read(self, read):
-        """``read(index)`` over the index of a fresh listing, listed again whenever a listed pack vanished
-        meanwhile."""
+    def _read(self, read, keep=None):
+        """``read(index)`` over the index of a fresh listing (of the packs ``keep(path)`` admits, when given),
+        listed again whenever a listed pack vanished meanwhile."""
         for _ in range(READ_TRIES):
             listing = tuple(self.packs())
+            if keep is not None:
+                listing = tuple(name for name in listing if keep(self.dir / name))
             try:
                 index = _index(self.dir, listing, self.secret, self.columns)
                 self.skipped = index.skipped
@@ -617,13 +740,16 @@ class Namespace:
 
     def lookup(self, digests) -> pd.DataFrame:
         """Column ``digest`` plus the stored columns for the digests present, each once, in the order of
-        their first occurrence in ``digests``; the dtypes they were stored with. Only packs that pass their
-        checks answer (:attr:`skipped` names the others)."""
+        their first occurrence in ``digests``; the dtypes they were stored with (the digest column alone when no
+        pack's digest filter holds any of them: no pack is read). Only packs that pass their checks answer
+        (:attr:`skipped` names the others among those read)."""
         wanted = pd.unique(np.asarray(digests, dtype=object))
+        self.answered_meta = None
         if not self.enabled or not self.dir.is_dir():
             return _no_rows()
         _touch(self.dir / "last-used")
-        return self._read(lambda index: self._lookup(index, wanted))
+        asked = sorted_prefixes(wanted)
+        return self._read(lambda index: self._lookup(index, wanted), keep=lambda path: _may_hold(path, asked))
 
     def _lookup(self, index: _Index, wanted: np.ndarray) -> pd.DataFrame:
         import pyarrow as pa
@@ -658,6 +784,7 @@ class Namespace:
                 continue
             order.append(picked)
             answered.append(index.used[pack])
+        self.answered_meta = answered[0].block.get("meta") if answered else None
         if not tables:
             return _to_pandas(index.schema.empty_table(), index)
         table = pa.concat_tables(tables).take(np.argsort(np.concatenate(order), kind="stable"))
@@ -911,7 +1038,7 @@ class ScoreCache:
 @dataclass(frozen=True)
 class PackInfo:
     path: Path
-    bytes: int
+    bytes: int  # the pack's and its digest filter's
     last_used: float  # mtime: written, or last gave rows to a lookup
 
 
@@ -947,7 +1074,11 @@ def _pack_infos(folder: Path) -> tuple:
             st = os.stat(folder / name, follow_symlinks=False)
         except FileNotFoundError:
             continue
-        out.append(PackInfo(folder / name, st.st_size, st.st_mtime))
+        try:
+            filter_bytes = os.stat(filter_path(folder / name), follow_symlinks=False).st_size
+        except OSError:
+            filter_bytes = 0
+        out.append(PackInfo(folder / name, st.st_size + filter_bytes, st.st_mtime))
     return tuple(out)
 
 
@@ -1056,8 +1187,10 @@ def prune(root, max_bytes: int | None = None, older_than_days: float | None = No
         result.stale_temporaries += _stale_temporaries(ns.path, now) + _stale_temporaries(ns.path / HITS, now)
     if not dry_run:
         old_records = [path for ns in spaces for path in _old_hit_records(ns.path)]
-        for path in [*(p.path for p in doomed), *(p.path for p, _ in result.damaged), *result.stale_temporaries,
-                     *old_records]:
+        for path in [*(p.path for p in doomed), *(p.path for p, _ in result.damaged)]:
+            _remove_pack(path)
+        orphans = [path for ns in spaces for path in _orphan_filters(ns.path)]
+        for path in [*result.stale_temporaries, *old_records, *orphans]:
             path.unlink(missing_ok=True)
     gone = {p.path for p in doomed} | {p.path for p, _ in result.damaged}
     for ns in spaces:
@@ -1081,6 +1214,22 @@ def _stale_temporaries(folder: Path, now: float) -> list[Path]:
     return out
 
 
+def _remove_pack(path: Path) -> None:
+    """Remove a pack and its digest filter (the pack first: a filter alone only ever costs a miss)."""
+    path.unlink(missing_ok=True)
+    filter_path(path).unlink(missing_ok=True)
+
+
+def _orphan_filters(folder: Path) -> list[Path]:
+    """The digest filters in ``folder`` whose pack is gone (a pack removed by hand, or as a reader wrote its filter)."""
+    try:
+        names = {e.name for e in os.scandir(folder)}
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [folder / name for name in names if name.startswith("pack-") and name.endswith(FILTER_SUFFIX)
+            and name[: -len(FILTER_SUFFIX)] + ".parquet" not in names]
+
+
 def _remove_namespace(folder: Path) -> None:
     """Remove a namespace without packs; a store racing it recreates what it needs (see Namespace.store)."""
     if _list_packs(folder):
@@ -1091,6 +1240,8 @@ def _remove_namespace(folder: Path) -> None:
         (folder / HITS).rmdir()
     except OSError:
         pass
+    for path in _orphan_filters(folder):
+        path.unlink(missing_ok=True)
     for name in ("key.json", "last-used"):
         (folder / name).unlink(missing_ok=True)
     try:
@@ -1167,5 +1318,5 @@ def _merge(folder: Path, batch: list, secret: bytes) -> tuple:
     last_used = max(p.last_used for p, _ in tables)
     os.utime(output, (last_used, last_used))
     for p, _ in tables:
-        p.path.unlink(missing_ok=True)
+        _remove_pack(p.path)
     return [p.path for p, _ in tables], output

@@ -124,7 +124,7 @@ def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | N
     parts, models_prov = [], None
     if found is not None:
         parts.append(found.rename(columns={"digest": KEY})[[KEY, *metric.columns]])
-        models_prov = (namespace.meta() or {}).get("models")
+        models_prov = (namespace.answered_meta or {}).get("models")  # the packs read, not the oldest of all
     if len(todo):
         scored, models_prov = _score_keys(metric, settings, todo, pairs_by_model, runtime)
         if namespace is not None:
