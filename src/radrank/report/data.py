@@ -111,11 +111,10 @@ def _read_arrow(path, columns=None, filters=None):
     """(pyarrow Table, provenance) of one parquet file; single-threaded (the files are small and many)."""
     import pyarrow.parquet as pq
 
-    from radrank.io import PROVENANCE_KEY
+    from radrank.io import PROVENANCE_KEY, read_table
 
     if filters is None:
-        with open(path, "rb") as f:  # a Python file: pyarrow's filesystem lookup costs more than a small file's read
-            table = pq.ParquetFile(f).read(columns=columns, use_threads=False)
+        table = read_table(path, columns)
     else:
         table = pq.read_table(path, columns=columns, filters=filters, use_threads=False)
     raw = (table.schema.metadata or {}).get(PROVENANCE_KEY)
