@@ -14,13 +14,15 @@ jobs logged (their own and their processes'). Goal: run 2 costs at most 15 % of 
 (Snakemake's start, the Snakefile, the DAG, every output's date) plus the start of the worker pool the jobs run in
 (an interpreter importing ``radrank.workers.PRELOAD``, measured here in a process of its own).
 With --against REV the same three runs are made first for that git revision (the reference in the same run).
+With --repeats K, K submissions are added one run each (the N+1st, N+2nd, ...; one host's noise is ±20 % on a
+single add-one run): each share is printed, and the median run is the one reported.
 Bytecode is written by the first run, as in any checkout after its first run; --without-bytecode makes the three
 runs once more with none for the interpreter's packages either (as from a venv installed without it where none is
 written: PYTHONDONTWRITEBYTECODE, a read-only shared venv; simulated with PYTHONPYCACHEPREFIX pointing at an empty
 folder), so that every process compiles what it imports.
 
     python benchmarks/add_model.py [--models 20 100] [--cases 590] [--datasets 1] [--against REV]
-                                   [--without-bytecode]
+                                   [--repeats K] [--without-bytecode]
 """
 
 from __future__ import annotations
@@ -92,22 +94,29 @@ def run(work: Path, env: dict) -> tuple:
     return wall, cpu, jobs, pairs, job_cpu(work, since)
 
 
-def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets: int = 1) -> dict:
+def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets: int = 1, repeats: int = 1) -> dict:
     tmp = tempfile.TemporaryDirectory()
-    work = _workdir.make(Path(tmp.name), models=models + 1, datasets=datasets, cases=cases,
+    work = _workdir.make(Path(tmp.name), models=models + repeats, datasets=datasets, cases=cases,
                          metrics=["bleu2", "bleu4", "rouge"], repo=repo)
     config_path = work / "config/config.yaml"
     config_path.write_text(yaml.safe_dump({**yaml.safe_load(config_path.read_text()), "metaeval": {"sets": []}}))
     sheet = work / "config/submissions.tsv"
     rows = sheet.read_text().splitlines()
-    sheet.write_text("\n".join(rows[:-1]) + "\n")  # the N models
+    sheet.write_text("\n".join(rows[:-repeats]) + "\n")  # the N models
     full = run(work, env)
-    sheet.write_text("\n".join(rows) + "\n")  # + the new one
-    added = run(work, env)
+    adds = []
+    for k in range(repeats):  # each run one new submission more: the N+1st, then the N+2nd ...
+        sheet.write_text("\n".join(rows[:len(rows) - repeats + k + 1]) + "\n")
+        adds.append(run(work, env))
     noop = run(work, env)
     tmp.cleanup()
     pool = worker_start_cpu(repo, env)
+    added = sorted(adds, key=lambda a: a[1])[(repeats - 1) // 2]  # the median add-one run (the lower one of two)
     share = added[1] / full[1]
+    if repeats > 1:
+        print(f"{label}: {repeats} submissions added one run at a time to {models} models: add-one CPU "
+              + ", ".join(f"{a[1]:.1f}" for a in adds) + " s; shares " + ", ".join(f"{100 * a[1] / full[1]:.1f}"
+                                                                          for a in adds) + " %; median shown below")
     print(f"{label}, {models} models x {cases} cases ({datasets} dataset{'s' if datasets > 1 else ''} x 2 splits, "
           "lexical panel; the new model on one dataset):")
     for name, (wall, cpu, jobs, *_) in (("full run", full), ("add one model", added), ("no-op rerun", noop)):
@@ -132,7 +141,8 @@ def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets
     print(f"  floor: the no-op rerun's {noop[1]:.1f} s CPU + the worker pool's start {pool:.1f} s = {floor:.1f} s = "
           f"{100 * floor / full[1]:.1f} % of the full run's; the jobs and their bookkeeping add "
           f"{100 * (added[1] - floor) / full[1]:.1f} %", flush=True)
-    return {"share": share, "noop": noop[0], "full_cpu": full[1], "added_cpu": added[1], "floor": floor}
+    return {"share": share, "noop": noop[0], "full_cpu": full[1], "added_cpu": added[1], "floor": floor,
+            "shares": [a[1] / full[1] for a in adds]}
 
 
 def main() -> None:
@@ -142,6 +152,9 @@ def main() -> None:
     p.add_argument("--datasets", type=int, default=1, help="datasets (leaderboards of two splits); the new model "
                                                           "submits to the last one only")
     p.add_argument("--against", help="a git revision measured first, as the reference")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="add this many submissions, one run each (the N+1st, N+2nd, ...): the median add-one run is "
+                        "the one reported, against the full run of N")
     p.add_argument("--without-bytecode", action="store_true",
                    help="also measure this checkout with no bytecode for any module")
     args = p.parse_args()
@@ -150,12 +163,13 @@ def main() -> None:
         ref = None
         if args.against:
             with _workdir.revision(args.against) as repo:
-                ref = measure(f"{args.against}", repo, n, args.cases, env, args.datasets)
-        this = measure("this checkout", _workdir.REPO, n, args.cases, env, args.datasets)
+                ref = measure(f"{args.against}", repo, n, args.cases, env, args.datasets, args.repeats)
+        this = measure("this checkout", _workdir.REPO, n, args.cases, env, args.datasets, args.repeats)
         if args.without_bytecode:
             with tempfile.TemporaryDirectory() as empty:  # stays empty: nothing is written there
                 bare = measure("this checkout, no bytecode", _workdir.REPO, n, args.cases,
-                               {**env, "PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}, args.datasets)
+                               {**env, "PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}, args.datasets,
+                               args.repeats)
             print(f"  no bytecode / bytecode: full run CPU x{bare['full_cpu'] / this['full_cpu']:.2f}, add-one CPU "
                   f"x{bare['added_cpu'] / this['added_cpu']:.2f}, share {100 * bare['share']:.1f} % -> "
                   f"{100 * this['share']:.1f} %, no-op {bare['noop']:.1f} -> {this['noop']:.1f} s", flush=True)
