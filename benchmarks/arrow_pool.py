@@ -16,10 +16,7 @@ the transparent huge pages mimalloc asks for; how much depends on the kernel's s
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,22 +24,19 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _packs import fill, parse_arguments, subprocess_env  # noqa: E402
 
-
-def synthetic_digest(i: int) -> str:
-    """A synthetic pair digest: 32 hex characters, uniform like sha256's (the filters key on the first 16)."""
-    return hashlib.sha256(b"%d" % i).hexdigest()[:32]
 
 LOOKUP = """
-import hashlib
-def synthetic_digest(i): return hashlib.sha256(b"%d" % i).hexdigest()[:32]  # uniform hex, like a pair digest
+from _packs import namespace, synthetic_digest
 import json, resource, sys
 import numpy as np
 from radrank import io, score_cache as sc
 if sys.argv[2] == "jemalloc":
     io.use_job_memory_pool()
 import pyarrow as pa
-ns = sc.Namespace(sys.argv[1], {"metric": "bench"}, columns=("a", "b", "c"))
+ns = namespace(sys.argv[1])
 n, packs, rows = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 stored = [synthetic_digest(p * rows + k * (rows // 100)) for p in range(packs) for k in range(n // 100 // packs)]
 wanted = [synthetic_digest(i) for i in range(10**12, 10**12 + n - len(stored))] + stored
@@ -54,20 +48,6 @@ print(json.dumps({"pool": pa.default_memory_pool().backend_name, "user": after.r
                   "sys": after.ru_stime - before.ru_stime, "faults": after.ru_minflt - before.ru_minflt}))
 """
 
-
-def fill(root: Path, packs: int, rows: int) -> None:
-    import numpy as np
-    import pandas as pd
-
-    from radrank import score_cache as sc
-
-    ns = sc.Namespace(root, {"metric": "bench"}, columns=("a", "b", "c"))
-    rng = np.random.default_rng(0)
-    for p in range(packs):
-        start = p * rows
-        digests = [synthetic_digest(i) for i in range(start, start + rows)]
-        ns.store(pd.DataFrame({"digest": digests, "a": rng.random(rows), "b": rng.random(rows),
-                               "c": rng.random(rows)}), {"models": None})
 
 
 def thp() -> str:
@@ -81,14 +61,8 @@ def thp() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--packs", type=int, default=2)
-    ap.add_argument("--pack-rows", type=int, default=1_000_000)
-    ap.add_argument("--lookup", type=int, default=10_000)
-    ap.add_argument("--repeats", type=int, default=5)
-    args = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
-    env["PYTHONPATH"] = str(HERE.parent / "src")
+    args = parse_arguments(__doc__, repeats=5)
+    env = subprocess_env(ARROW_DEFAULT_MEMORY_POOL=None)  # pyarrow's own default where a lookup does not switch
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         fill(root, args.packs, args.pack_rows)

@@ -16,10 +16,7 @@ filters differ.
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -27,21 +24,18 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _packs import fill, parse_arguments, subprocess_env  # noqa: E402
 
-
-def synthetic_digest(i: int) -> str:
-    """A synthetic pair digest: 32 hex characters, uniform like sha256's (the filters key on the first 16)."""
-    return hashlib.sha256(b"%d" % i).hexdigest()[:32]
 
 LOOKUP = """
-import hashlib
-def synthetic_digest(i): return hashlib.sha256(b"%d" % i).hexdigest()[:32]  # uniform hex, like a pair digest
+from _packs import namespace, synthetic_digest
 import json, sys, time
 from pathlib import Path
 from radrank import io, score_cache as sc
 io.use_job_memory_pool()
 root, filters, kind, n, packs, rows = sys.argv[1], sys.argv[2] == "on", sys.argv[3], *map(int, sys.argv[4:7])
-ns = sc.Namespace(root, {"metric": "bench"}, columns=("a", "b", "c"))
+ns = namespace(root)
 if not filters:
     for f in ns.dir.glob("*" + sc.FILTER_SUFFIX):
         f.unlink()
@@ -61,28 +55,10 @@ print(json.dumps({"cpu": cpu, "read": len(read)}))
 """
 
 
-def fill(root: Path, packs: int, rows: int) -> None:
-    import numpy as np
-    import pandas as pd
-
-    from radrank import score_cache as sc
-
-    ns = sc.Namespace(root, {"metric": "bench"}, columns=("a", "b", "c"))
-    rng = np.random.default_rng(0)
-    for p in range(packs):
-        digests = [synthetic_digest(i) for i in range(p * rows, (p + 1) * rows)]
-        ns.store(pd.DataFrame({"digest": digests, "a": rng.random(rows), "b": rng.random(rows),
-                               "c": rng.random(rows)}), {"models": None})
-
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--packs", type=int, default=2)
-    ap.add_argument("--pack-rows", type=int, default=1_000_000)
-    ap.add_argument("--lookup", type=int, default=10_000)
-    ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    args = parse_arguments(__doc__, repeats=3)
+    env = subprocess_env()
     print(f"namespace: {args.packs} packs × {args.pack_rows:,d} entries; cold lookups of {args.lookup:,d} digests")
     for kind in ("none", "one_pack", "every_pack"):
         got = {"on": [], "off": []}
