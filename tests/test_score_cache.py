@@ -408,7 +408,8 @@ def test_a_lookup_reads_only_the_packs_whose_filter_holds_a_digest_it_asks_for(t
     assert read == [packs[1]] and ns.answered_meta == {"pack": 1}
 
 
-@pytest.mark.parametrize("damage", ["removed", "garbage", "truncated", "emptied", "stale", "claims_everything"])
+@pytest.mark.parametrize("damage", ["removed", "garbage", "truncated", "fifo", "symlink", "emptied", "stale",
+                                    "claims_everything"])
 def test_a_damaged_missing_or_forged_filter_never_serves_a_wrong_row(tmp_path, monkeypatch, damage):
     """A filter only decides which packs are read; a pack read is checked as always. So a filter can cost a
     miss (the pair is scored again), never a row the pack does not hold or that is not the pack's."""
@@ -423,6 +424,14 @@ def test_a_damaged_missing_or_forged_filter_never_serves_a_wrong_row(tmp_path, m
         path.write_bytes(b"not a filter" * 10)
     elif damage == "truncated":
         path.write_bytes(path.read_bytes()[:-3])
+    elif damage == "fifo":  # read without blocking, and ignored
+        path.unlink()
+        os.mkfifo(path)
+    elif damage == "symlink":  # a link to a filter that admits nothing: never followed
+        empty = tmp_path / "empty.filter"
+        empty.write_bytes(sc.FILTER_MAGIC + struct.pack("<Q", 0))
+        path.unlink()
+        path.symlink_to(empty)
     elif damage == "emptied":  # a well-formed filter of no digests: the pack is not read, its pairs are misses
         path.write_bytes(sc.FILTER_MAGIC + struct.pack("<Q", 0))
     elif damage == "stale":  # the filter of other digests, as if the pack were replaced under its name
@@ -438,7 +447,7 @@ def test_a_damaged_missing_or_forged_filter_never_serves_a_wrong_row(tmp_path, m
         assert ns.lookup(held[:20]).empty  # asked only for what it holds, the stale filter costs misses
     else:
         pd.testing.assert_frame_equal(got, scores_of(held[:20]), check_exact=True)
-    if damage in ("removed", "garbage", "truncated"):  # the reader wrote the pack a filter again
+    if damage in ("removed", "garbage", "truncated", "fifo", "symlink"):  # the reader wrote the pack a filter again
         sc._FILTERS.clear()
         assert sc._read_filter(pack) is not None and sc._may_hold(pack, sc.sorted_prefixes(held[:1]))
 

@@ -429,10 +429,13 @@ def _read_filter(pack: Path) -> np.ndarray | None:
     if memo is not None and memo[0] == _identity(st):
         return memo[1]
     head = len(FILTER_MAGIC) + 8
-    if not stat.S_ISREG(st.st_mode) or st.st_size < head or (st.st_size - head) % 8:
+    if not stat.S_ISREG(st.st_mode) or not head <= st.st_size <= MAX_PACK_BYTES or (st.st_size - head) % 8:
         return None
-    try:
-        with open(path, "rb") as f:
+    try:  # as a pack is opened: never through a link, never blocking on a FIFO put there since the stat
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
             data = f.read(st.st_size + 1)
     except OSError:
         return None
