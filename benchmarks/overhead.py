@@ -15,9 +15,9 @@ done the imports:
   before the worker processes; its arguments, pickled); the call
   is made again, in this process (RADRANK_WORKERS=0). A revision from before run_in_process recorded
   radrank.jobs.run_logged's job function and keyword arguments instead.
-Before a job is replayed, what it would keep from its own first run (score files, the bootstrap's memo and
-summary keys, the report's page keys and drill-down rows) is removed: the run was from scratch, and so is the
-replay. The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports, Snakemake's
+Before a job is replayed, what it would keep from its own first run (score files, the group's pairs digests, the
+bootstrap's memo and summary keys, the report's page keys and drill-down rows) is removed, and the replay scores
+into an empty score cache: the run was from scratch, and so is the replay. The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports, Snakemake's
 own bookkeeping, the workers' start and the jobs' trips to them; the recording's pickling counts as run
 CPU too). The meta-evaluation is switched off: the run is the leaderboard's. Goals: wall(--cores 1) /
 wall(--cores 2) >= 1.6, work >= 50 % of the run's CPU.
@@ -38,6 +38,7 @@ import argparse
 import os
 import pickle
 import re
+import shutil
 import resource
 import subprocess
 import sys
@@ -126,11 +127,11 @@ def _forget_kept(name: str, output) -> None:
     """The run was from scratch: what a job would keep from its own first run is removed, so that its replay does
     the work the run did — score files (radrank.score_reuse), the bootstrap's memo (ReplicateMemo) and summary
     folders' keys (radrank.summaries), the report's page keys and drill-down rows (radrank.report.reuse)."""
-    import shutil
 
     if name == "ScoreGroup":
         for out in getattr(output, "scores", None) or ():
             Path(out).unlink(missing_ok=True)
+        shutil.rmtree(".snakemake/radrank/file-digests", ignore_errors=True)  # the pairs files' digests (jobs.py)
     elif name == "Bootstrap":  # the replay runs in the workflow's folder: the workflow's layout (docs/outputs.md)
         for memo in Path("results/stats").glob("*/*/replicate-memo"):
             shutil.rmtree(memo, ignore_errors=True)
@@ -149,7 +150,6 @@ def replay_one(path: Path) -> str:
         kind, name, call = pickle.loads(path.read_bytes())
         if kind == "run_in_process":
             _forget_kept(name, call[3])
-        if kind == "run_in_process":
             try:
                 from radrank.workers import run_in_process
             except ImportError:  # a revision before the worker processes: the call ran in jobs
@@ -255,6 +255,8 @@ def measure(label: str, repo: Path, args):
         for path in calls:
             first_of_each.setdefault(path.name.split(".", 1)[1], path)
         replay(list(first_of_each.values()))  # imports and file-system caches warm
+        # the run scored into an empty score cache: so does the replay (else its scoring jobs only look pairs up)
+        shutil.rmtree(Path(tmp2.name) / "score-cache", ignore_errors=True)
         work_cpu = replay(calls)
     finally:
         os.chdir(here)
