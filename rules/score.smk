@@ -30,6 +30,10 @@ for score_rule in PLAN.score_rules():
         if sharded
         else PLAN.score_job(score_rule).params()
     )
+    # Where jobs wait for cores, scoring goes first, the longest (the metric's runtime estimate) first: a bootstrap
+    # started while scoring jobs wait would leave the last group's bootstrap, then the report, alone on one core
+    # at the end (the bootstrap and the other rules have priority 0).
+    scoring_first = max(int(needs.runtime_min), 1)
     needed = {
         "mem_mb": PerAttempt(PLAN.score_mem_mb(score_rule)),
         "runtime": PerAttempt(needs.runtime_min),
@@ -47,6 +51,7 @@ for score_rule in PLAN.score_rules():
                 **outputs,
             log:
                 log_name,
+            priority: scoring_first
             threads: needs.threads
             resources:
                 **needed,
@@ -66,6 +71,7 @@ for score_rule in PLAN.score_rules():
                 **outputs,
             log:
                 log_name,
+            priority: scoring_first
             conda:
                 f"../envs/{env_name}.yaml"
             containerized:
@@ -92,6 +98,7 @@ for score_rule in PLAN.score_rules():
                 scores=files["scores"],
             log:
                 f"logs/score/{score_rule.dataset}/{score_rule.split}/{metric_name}.collect.log",
+            priority: scoring_first
             resources:
                 mem_mb=4000,
                 runtime=10,

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pandas as pd
 import pytest
 import yaml
 
-from _workflow import make_workdir, planned_jobs, snakemake
+from _workflow import REPO, make_workdir, planned_jobs, snakemake
 
 pytestmark = pytest.mark.workflow
 
@@ -237,3 +238,22 @@ def test_a_worse_resubmission_rebuilds_its_groups_pages_and_the_kept_page_is_wha
     snakemake(workdir, "--forcerun", "report")
     assert "pages kept" not in (workdir / "logs/report.log").read_text()
     assert _report_files(workdir) == rebuilt
+
+
+def test_scoring_jobs_wait_least_and_the_longest_first(tmp_path):
+    """Where jobs wait for cores, every scoring job goes before any bootstrap (which would leave the last group's
+    bootstrap, then the report, alone on one core at the end), the metric that takes longest first; the local
+    profile's greedy scheduler orders by these priorities."""
+    priorities = {}
+    for block in re.split(r"\n(?=rule \w+:)", snakemake(make_workdir(tmp_path), "-n").stdout):
+        head = re.match(r"rule (\w+):", block.strip())
+        if head:
+            found = re.search(r"^\s+priority: (\d+)$", block, re.M)
+            priorities.setdefault(head.group(1), int(found.group(1)) if found else 0)
+    scoring = {rule: p for rule, p in priorities.items() if rule.startswith("score_")}
+    others = {rule: p for rule, p in priorities.items() if not rule.startswith("score_")}
+    assert {"bootstrap", "report", "ingest"} <= set(others) and scoring
+    assert min(scoring.values()) > max(others.values())
+    by_metric = {rule.split("_")[1]: p for rule, p in scoring.items()}
+    assert by_metric["rouge"] > by_metric["bleu2"] and by_metric["rouge"] > by_metric["bleu4"]
+    assert yaml.safe_load((REPO / "profiles/default/config.yaml").read_text())["scheduler"] == "greedy"
