@@ -33,6 +33,8 @@ scheduler_timers.one_pending_reevaluation()
 atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
 # one id for the run's jobs (they inherit it, on SLURM too): `radrank cache info` shows the last run's hit rates
 os.environ.setdefault(score_cache.RUN_ENV_VAR, score_cache.new_run_id())
+# the jobs' worker processes' server starts importing now, while Snakemake reads on and builds the DAG
+workers.prestart(workflow)
 
 
 wildcard_constraints:

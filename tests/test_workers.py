@@ -32,12 +32,13 @@ LIGHT = ("radrank.jobs",)  # a quick server for the tests of the pool's mechanic
 
 @dataclass(frozen=True)
 class Probe(jobs.Job):
-    """A job doing what a test needs: ``action`` is log, input_error, bug, kill, segv, sleep or part. Its output
+    """A job doing what a test needs: ``action`` is log, has, input_error, bug, kill, segv, sleep or part. Its output
     ``pid`` gets the worker's pid (first, so that a test can find a job that never ends)."""
 
     action: str
     name: str = ""
     lines: int = 0
+    module: str = ""  # has: whether the worker has imported it
     together: int = 1  # log: start logging once this many jobs have (their marker files in input.rendezvous)
 
     def run(self, input, output):
@@ -52,6 +53,8 @@ class Probe(jobs.Job):
         if self.action == "log":
             for i in range(self.lines):
                 log.info("%s line %d", self.name, i)
+        elif self.action == "has":
+            log.info("has %s: %s", self.module, self.module in sys.modules)
         elif self.action == "input_error":
             raise InputError("subs/m1.json", "row 3: field 'report' is empty")
         elif self.action == "bug":
@@ -175,6 +178,57 @@ def test_a_killed_or_crashed_worker_fails_its_job_and_the_pool_goes_on(tmp_path)
             _, pid = probe(pool, tmp_path, "log", name=f"after_{action}")  # at most one worker: a new one
             seen.add(int(pid.read_text()))
         assert len(seen) == 3  # the first worker served the kill job; each death, one new worker
+
+
+def test_a_worker_forked_before_the_later_imports_is_retired_once_the_server_has_them(tmp_path):
+    """The server forks the first worker before it imports ``later`` (the first jobs start sooner), then imports
+    it once no fork is asked for a moment. The worker forked before serves jobs until the server has it; after its
+    next job it is retired, and the next job gets a worker forked with everything, which is kept."""
+    later = "xml.dom.minidom"  # radrank.jobs does not import it (the server is a fresh interpreter)
+
+    def has(name):
+        log_path, pid = probe(pool, tmp_path, "has", name=name, module=later)
+        return log_path.read_text().count(f"has {later}: True"), int(pid.read_text())
+
+    with workers.Pool(max_workers=1, preload=LIGHT, later=(later,)) as pool:
+        assert has("first")[0] == 0
+        first = int((tmp_path / "first.pid").read_text())
+        assert wait_for(pool._server_complete)
+        assert has("second") == (0, first)  # the idle worker still serves, then is retired
+        assert wait_for(lambda: gone(first))
+        third = has("third")
+        assert third[0] == 1 and third[1] != first
+        assert has("fourth") == third  # a worker with everything is kept
+
+
+def test_a_server_started_ahead_and_never_used_is_killed_not_waited_for(tmp_path, monkeypatch):
+    """prestart starts the server as the Snakefile is read; a run that then has no job for it (a dry run, nothing to
+    do) does not wait at exit for its imports to finish: the server is killed."""
+    (tmp_path / "slow_import_probe.py").write_text("import time\ntime.sleep(120)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    pool = workers.Pool(preload=("slow_import_probe",))
+    pool.start()
+    server = pool._server
+    pool.close()
+    assert server.returncode == -signal.SIGKILL
+
+
+def test_a_clusters_main_process_ends_the_server_prestart_started():
+    """The main process of a cluster run reads the Snakefile as a local run does, so prestart starts a server there
+    too; once Snakemake knows the jobs go to the cluster (onstart: stop_on_signals), the server is ended."""
+    code = ("import os, signal, sys; sys.path.insert(0, {src!r}); from types import SimpleNamespace\n"
+            "from radrank import workers\n"
+            "os.sched_getaffinity = lambda pid: {{0, 1}}  # prestart wants a second CPU\n"
+            "workers.prestart(SimpleNamespace(remote_exec=False, subprocess_exec=False))\n"
+            "server = workers._POOL._server\n"
+            "assert server.poll() is None\n"
+            "workers.stop_on_signals(SimpleNamespace(local_exec=False, remote_exec=False))\n"
+            "assert workers._POOL is None\n"
+            "print(server.wait(30))\n").format(src=str(Path(workers.__file__).parents[1]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "RADRANK_WORKERS": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() in (str(-signal.SIGKILL), "0")  # killed, or its imports were done and it ended
 
 
 def test_ctrl_c_stops_a_busy_worker_and_spares_the_server(tmp_path):

@@ -5,16 +5,23 @@ Snakemake runs a ``run:`` job (:func:`radrank.jobs.run_in_process`) in a thread 
 shares one GIL, and ``--cores 2`` gave at most 0.6 CPU-s of work per wall-second. Here the thread hands
 its job to a worker process and waits for it:
 
-* One *fork server* per Snakemake run, started at the first job: a fresh interpreter (not a fork of the
+* One *fork server* per Snakemake run, started as the Snakefile is read (:func:`prestart`; else at the first
+  job), so that its imports overlap Snakemake's own start and DAG: a fresh interpreter (not a fork of the
   multi-threaded Snakemake process, and not a re-run of Snakemake's ``__main__`` as multiprocessing's
   forkserver would do in each worker) that imports :data:`PRELOAD` (numpy, pandas, pyarrow and radrank's
   job modules) once. Its only other threads are numpy's BLAS pool and pyarrow's allocator, which are
   fork-aware (pthread_atfork).
+* The server forks its first workers before it imports :data:`PRELOAD_LATER` (scipy.stats: half its
+  start, and only the bootstrap, the report and the meta-evaluation use it), and imports it once no worker
+  was asked for a moment (:data:`LATER_AFTER_IDLE_S`): the first jobs (ingest) start that much sooner. A
+  worker forked before is retired when it finishes a job after that, and the next job gets a worker forked
+  with everything; so no worker imports scipy.stats of its own unless its job came first.
 * A worker is forked from it, in milliseconds, when a job finds no worker idle, and then serves job after
   job; so there are as many workers as jobs Snakemake runs at once, at most its ``--cores``.
 * A job travels as plain data (:class:`_Task`): its job class (by name), its params dict, the rule's input
   and output as :class:`radrank.jobs.Files` (:func:`files`), its log path, the config, and the Snakemake
-  process's working directory, environment and root log level, so that it sees what a thread would. It
+  process's module path, working directory, environment and root log level, so that it sees what a thread
+  would. It
   runs under :func:`radrank.jobs.run_logged` as in Snakemake's process (:func:`run_job`): its log file gets
   its own records, and a failure is raised in the Snakemake thread as :class:`radrank.jobs.JobFailed` with
   the same line.
@@ -48,6 +55,7 @@ import json
 import logging
 import os
 import pickle
+import select
 import signal
 import socket
 import subprocess
@@ -64,11 +72,14 @@ ENV = "RADRANK_WORKERS"
 
 # Imported once by the fork server, so that no worker imports them again: the libraries and the modules the
 # in-process jobs import when they run (radrank.jobs imports them lazily, to keep Snakemake's start fast), and
-# every metric's module (:func:`_preload`). Not matplotlib: only the report job draws.
-PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "scipy.stats", "radrank.jobs", "radrank.io", "radrank.provenance",
+# every metric's module (:func:`_serve`). Not matplotlib: only the report job draws.
+PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "radrank.jobs", "radrank.io", "radrank.provenance",
            "radrank.ingest", "radrank.runtime", "radrank.shards", "radrank.metrics.base", "rouge_score.tokenize",
            "radrank.stats", "radrank.summaries", "radrank.leaderboard", "radrank.sheets", "radrank.report",
            "radrank.metaeval.agreement", "radrank.metaeval.items")
+# Imported by the server after its first workers are forked (see the module docstring).
+PRELOAD_LATER = ("scipy.stats",)
+LATER_AFTER_IDLE_S = 0.2  # how long the server waits, no fork asked, before importing PRELOAD_LATER
 
 _SHUTDOWN_WAIT_S = 30  # how long Snakemake's exit waits for the server and its workers to end
 
@@ -144,6 +155,7 @@ class _Stopped(Exception):
 class _Worker:
     pid: int
     conn: Connection
+    complete: bool = True  # forked once the server had imported everything (PRELOAD_LATER too)
 
     def run(self, task: bytes) -> str | None:
         """The job's failure line, or None when it succeeded."""
@@ -158,12 +170,13 @@ class Pool:
     """Long-lived worker processes for this process's jobs (see the module docstring).
 
     ``max_workers``: at most this many (None: one per job running at once); ``preload``: the modules the
-    fork server imports.
+    fork server imports before its first worker; ``later``: those it imports after (:data:`PRELOAD_LATER`).
     """
 
-    def __init__(self, max_workers: int | None = None, preload=PRELOAD):
+    def __init__(self, max_workers: int | None = None, preload=PRELOAD, later=()):
         self.max_workers = max_workers
         self.preload = tuple(preload)
+        self.later = tuple(later)
         self._free = threading.Condition()  # guards _idle, _busy, _started, _closed and _stopped; notified when
         self._idle: list[_Worker] = []      # a worker frees
         self._busy: dict[int, _Worker] = {}  # by pid: the workers running a job
@@ -174,12 +187,18 @@ class Pool:
         self._server = None
         self._control = None
         self._alive = None  # (read, write): the write end is this process's alone (see _exit_with_snakemake)
+        self._complete_r = None  # the server writes a byte here once it has imported ``later``
+        self._complete = False
+        self._forked = 0  # workers forked so far
 
     def run(self, job_type, rule, params, input, output, log_path, config) -> None:
         """Run the job in a worker and wait for it; a failure is raised as :class:`radrank.jobs.JobFailed`."""
         task = pickle.dumps(_Task(job_type, rule, dict(params), files(input), files(output),
                                   None if log_path is None else str(log_path), config, os.getcwd(),
                                   dict(os.environ), logging.getLogger().level), protocol=pickle.HIGHEST_PROTOCOL)
+        # this process's module path travels first: the server may have started before the Snakefile put the job's
+        # module on it, and the task is unpickled (its job type imported) with it
+        task = pickle.dumps((list(sys.path), task), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             worker = self._checkout()
         except _Stopped as e:
@@ -244,13 +263,22 @@ class Pool:
         with self._server_lock:
             if self._server is not None:
                 self._control.close()
+                if not self._forked:  # started ahead (prestart) and never used: its imports are not waited for
+                    self._server.kill()
                 try:
                     self._server.wait(_SHUTDOWN_WAIT_S)
                 except subprocess.TimeoutExpired:
                     pass  # a worker still busy: it ends when the pipe below closes
                 for fd in self._alive:
                     os.close(fd)
-                self._server = self._control = self._alive = None
+                os.close(self._complete_r)
+                self._server = self._control = self._alive = self._complete_r = None
+
+    def start(self) -> None:
+        """Start the fork server now (not at the first job), so that it imports while this process goes on."""
+        with self._server_lock:
+            if self._server is None and not self._closed:
+                self._start_server()
 
     def __enter__(self):
         return self
@@ -289,13 +317,27 @@ class Pool:
         raise _Stopped(self._stopped)
 
     def _checkin(self, worker: _Worker) -> None:
+        retire = not worker.complete and self._server_complete()  # the next job gets a worker with everything
         with self._free:
             self._busy.pop(worker.pid, None)
-            if self._closed or self._stopped is not None:
-                worker.conn.close()
+            if self._closed or self._stopped is not None or retire:
+                worker.conn.close()  # it ends (the server reaps it when it ends itself)
+                if retire:
+                    self._started -= 1
             else:
                 self._idle.append(worker)
             self._free.notify()
+
+    def _server_complete(self) -> bool:
+        """Whether the server has imported ``later``: its workers forked from now on have everything."""
+        complete_r = self._complete_r
+        if not self._complete and complete_r is not None:
+            try:
+                ready = select.select([complete_r], [], [], 0)[0] and os.read(complete_r, 1) == b"1"
+            except OSError:  # closed by a restart of the server: its workers are the old server's
+                ready = False
+            self._complete = self._complete or bool(ready)
+        return self._complete
 
     def _discard(self, worker: _Worker) -> None:
         worker.conn.close()
@@ -317,6 +359,7 @@ class Pool:
                     except OSError:
                         reply = b""
                     if reply:
+                        self._forked += 1
                         break
                     self._server.kill()
                     self._server.wait()
@@ -325,7 +368,8 @@ class Pool:
                                        "stderr)")
         finally:
             theirs.close()
-        return _Worker(int(reply), Connection(ours.detach()))
+        pid, complete = reply.split()
+        return _Worker(int(pid), Connection(ours.detach()), complete=complete == b"1")
 
     def _start_server(self) -> None:
         """(With the server lock.) The pipe outlives a server that died: its busy workers carry on."""
@@ -333,9 +377,13 @@ class Pool:
             self._control.close()
         if self._alive is None:
             self._alive = os.pipe()
+        if self._complete_r is not None:
+            os.close(self._complete_r)
+        self._complete = False
+        self._complete_r, complete_w = os.pipe()
         control, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from radrank import workers; "
-                "workers._serve(*map(int, sys.argv[2:4]), sys.argv[4:])")
+                "workers._serve(*map(int, sys.argv[2:5]), *json.loads(sys.argv[5]))")
         alive_r = self._alive[0]
         try:
             # numpy's BLAS starts its threads when imported (in the server): one per worker, as a job has one
@@ -343,10 +391,12 @@ class Pool:
             blas = {v: os.environ.get(v, "1") for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
             self._server = subprocess.Popen(
                 [sys.executable, "-c", code, json.dumps(sys.path), str(server_end.fileno()), str(alive_r),
-                 *self.preload], pass_fds=(server_end.fileno(), alive_r), stdin=subprocess.DEVNULL,
+                 str(complete_w), json.dumps([self.preload, self.later])],
+                pass_fds=(server_end.fileno(), alive_r, complete_w), stdin=subprocess.DEVNULL,
                 env={**os.environ, **blas})
         finally:
             server_end.close()
+            os.close(complete_w)
         self._control = control
 
     def _exit_code(self, pid: int) -> int | None:
@@ -412,11 +462,24 @@ def pool_for(workflow) -> Pool | None:
         if _POOL is None:
             import atexit
 
-            _POOL = Pool(max_workers)
+            _POOL = Pool(max_workers, later=PRELOAD_LATER)
             atexit.register(_POOL.close)  # after Snakemake's job threads have ended: every worker idle
             if _STOPPED is not None:
                 _POOL.stop(_STOPPED)
         return _POOL
+
+
+def prestart(workflow) -> None:
+    """Called as the Snakefile is read: start this run's fork server now, so that its imports (about a second)
+    overlap Snakemake's parse and DAG build instead of delaying the first job. Only where the run's jobs would go
+    to this process's pool, and with a second CPU (on one the imports would only slow the DAG). A run that then
+    has no job for the pool (a dry run, nothing to do) ends the server unused at exit without waiting for it; a
+    cluster's main process, once it knows (:func:`stop_on_signals`)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        return
+    pool = pool_for(workflow)
+    if pool is not None:
+        pool.start()
 
 
 def run_in_process(job_type, rule, params, input, output, log, config, workflow) -> None:
@@ -462,11 +525,17 @@ def stop_on_signals(workflow) -> None:
     module docstring) instead of Snakemake's graceful stop, which waits for the running jobs however long they
     take. Called in Snakemake's main thread once its scheduler is set up (it installs its own SIGTERM handler);
     a signal this process ignores (``nohup``, a background job's SIGINT) stays ignored."""
+    global _POOL
     if threading.current_thread() is not threading.main_thread():
         return
     if not getattr(workflow, "local_exec", True) and not getattr(workflow, "remote_exec", False):
-        # the jobs run on a cluster (the SLURM executor): Snakemake's own Ctrl-C path cancels them (scancel) and
-        # exits; SIGTERM and SIGHUP take that path too, instead of waiting for the cluster's jobs to finish
+        # the jobs run on a cluster (the SLURM executor): no job runs here, so the server prestart started has
+        # nothing to do. Snakemake's own Ctrl-C path cancels the jobs (scancel) and exits; SIGTERM and SIGHUP take
+        # that path too, instead of waiting for the cluster's jobs to finish
+        with _POOL_LOCK:
+            if _POOL is not None:
+                _POOL.close()
+                _POOL = None
         for signum in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(signum) not in (signal.SIG_IGN, None):
                 signal.signal(signum, _interrupt)
@@ -646,16 +715,25 @@ def _remove_outputs(paths) -> None:
 # --- the server and the workers (their own processes) ---------------------------------------------------
 
 
-def _serve(control_fd: int, alive_fd: int, preload) -> None:
+def _serve(control_fd: int, alive_fd: int, complete_fd: int, preload, later) -> None:
     """The fork server: imports ``preload``, then forks a worker for each request until Snakemake closes the
-    control socket; then waits for its workers. Also answers how a worker ended (it is their parent)."""
+    control socket; then waits for its workers. Once no request came for :data:`LATER_AFTER_IDLE_S` it imports
+    ``later`` and says so on ``complete_fd``; each fork's reply says whether the worker has it. Also answers
+    how a worker ended (it is their parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the workers stop; this ends with Snakemake
-    for fd in (control_fd, alive_fd):
+    for fd in (control_fd, alive_fd, complete_fd):
         os.set_inheritable(fd, False)  # passed to this process; not to what a job starts
-    _preload(preload)
+    _preload([*preload, *_metric_modules()])
     control = socket.socket(fileno=control_fd)
     children = set()
     while True:
+        if complete_fd is not None and (not later or not select.select([control], [], [], LATER_AFTER_IDLE_S)[0]):
+            _preload(later)
+            later = ()
+            os.write(complete_fd, b"1")
+            os.close(complete_fd)
+            complete_fd = None
+            continue
         try:
             message, fds, _, _ = socket.recv_fds(control, 64, 1)
         except OSError:
@@ -670,7 +748,7 @@ def _serve(control_fd: int, alive_fd: int, preload) -> None:
                 _work(fds[0], alive_fd)  # never returns
             os.close(fds[0])
             children.add(pid)
-            reply = str(pid)
+            reply = f"{pid} {0 if later else 1}"
         else:  # b"status <pid>"
             pid = int(message.split()[1])
             code = _reap(pid) if pid in children else None
@@ -681,15 +759,18 @@ def _serve(control_fd: int, alive_fd: int, preload) -> None:
         _reap(pid, timeout=None)
 
 
-def _preload(names) -> None:
-    """Import ``names`` and every metric's module, then freeze what they made: the workers' garbage collector
-    never walks (nor copies, touching them) these objects."""
+def _metric_modules() -> list:
+    from radrank import metrics
+
+    return [metrics.REGISTRY.location(name)[0] for name in metrics.names()]
+
+
+def _preload(modules) -> None:
+    """Import ``modules``, then freeze what they made: the workers' garbage collector never walks (nor copies,
+    touching them) these objects."""
     import gc
     import importlib
 
-    from radrank import metrics
-
-    modules = [*names, *(metrics.REGISTRY.location(name)[0] for name in metrics.names())]
     for name in modules:
         try:
             importlib.import_module(name)
@@ -729,7 +810,10 @@ def _work(conn_fd: int, alive_fd: int) -> None:
             except (EOFError, OSError):
                 break
             try:
-                pickle.loads(message).run()
+                path, task = pickle.loads(message)
+                if sys.path != path:
+                    sys.path[:] = path
+                pickle.loads(task).run()
                 reply = None
             except jobs.JobFailed as e:
                 reply = str(e)
