@@ -21,10 +21,9 @@ its job to a worker process and waits for it:
 * A job travels as plain data (:class:`_Task`): its job class (by name), its params dict, the rule's input
   and output as :class:`radrank.jobs.Files` (:func:`files`), its log path, the config, and the Snakemake
   process's module path, working directory, environment and root log level, so that it sees what a thread
-  would. It
-  runs under :func:`radrank.jobs.run_logged` as in Snakemake's process (:func:`run_job`): its log file gets
-  its own records, and a failure is raised in the Snakemake thread as :class:`radrank.jobs.JobFailed` with
-  the same line.
+  would. It runs under :func:`radrank.jobs.run_logged` as in Snakemake's process (:func:`run_job`): its log
+  file gets its own records, and a failure is raised in the Snakemake thread as
+  :class:`radrank.jobs.JobFailed` with the same line.
 * A worker that dies during a job (killed: out of memory; crashed) fails that job with a line naming the
   signal, also written to the job's log; the next job gets a new worker.
 * No worker outlives Snakemake: an idle one sees its connection close, a busy one sees a pipe that only
