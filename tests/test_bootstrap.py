@@ -522,9 +522,7 @@ def test_a_damaged_memo_entry_is_resampled_and_stray_files_go(tmp_path):
                   bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED))
     assert (memo.hits, memo.stored) == (1, 2)
     memo.prune()
-    counts = [p.name for p in folder.glob("*.counts")]  # the resample counts, kept beside the entries
-    assert len(counts) == 1
-    assert sorted(p.name for p in folder.iterdir()) == sorted([p.name for p in entries] + ["comparisons.npz", *counts])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([p.name for p in entries] + ["comparisons.npz"])
 
 
 def test_when_the_memo_serves_every_model_of_one_case_set_no_resample_is_drawn(tmp_path, monkeypatch):
@@ -543,48 +541,6 @@ def test_when_the_memo_serves_every_model_of_one_case_set_no_resample_is_drawn(t
     memo = ReplicateMemo(tmp_path)
     _same_numbers(bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED, common_to=["A", "B"], memo=memo), want)
     assert memo.hits == 2
-
-
-def test_the_resample_counts_are_kept_and_a_damaged_copy_is_drawn_again(tmp_path, monkeypatch):
-    """A run that resamples a model (here a resubmission of A) reads the resample counts an earlier run kept instead
-    of drawing them; the numbers equal a bootstrap without memo. Counts that are cut short, of another shape, or
-    whose rows do not add up to the number of cases (garbled) are drawn again; other resamples get counts of their
-    own."""
-    from radrank.stats.bootstrap import ReplicateMemo
-
-    module = importlib.import_module("radrank.stats.bootstrap")
-    scores, leaves, folder = _scores(PAIRS), _leaves(), tmp_path / "memo"
-    bootstrap(scores, leaves, n_boot=N_BOOT, seed=SEED, memo=ReplicateMemo(folder))
-    (kept,) = folder.glob("*.counts")
-    worse = {**scores, "A": _scores({"A": PAIRS["A"].assign(hypothesis="No.")})["A"]}
-    want = bootstrap(worse, leaves, n_boot=N_BOOT, seed=SEED)
-    draw = module._all_counts
-    drawn = []
-    monkeypatch.setattr(module, "_all_counts", lambda *args: drawn.append(args) or draw(*args))
-
-    memo = ReplicateMemo(folder)
-    _same_numbers(bootstrap(worse, leaves, n_boot=N_BOOT, seed=SEED, memo=memo), want)
-    assert (memo.stored, memo.counts_served, drawn) == (1, True, [])
-    good = kept.read_bytes()
-    garbled = np.load(kept)
-    garbled[0, :2] = garbled[0, :2][::-1] + np.array([1, 0], dtype=garbled.dtype)  # row 0 no longer adds up
-
-    def save(array):
-        with open(kept, "wb") as f:
-            np.save(f, array)
-
-    for damage in (lambda: kept.write_bytes(good[:200]), lambda: save(garbled[:, :-1]), lambda: save(garbled)):
-        damage()
-        drawn.clear()
-        memo = ReplicateMemo(folder)
-        _same_numbers(bootstrap(worse, leaves, n_boot=N_BOOT, seed=SEED, memo=memo), want)
-        assert (memo.counts_served, len(drawn)) == (False, 1)
-        assert kept.read_bytes() == good  # drawn again and kept again
-    drawn.clear()
-    memo = ReplicateMemo(folder)
-    other = bootstrap(worse, leaves, n_boot=N_BOOT, seed=SEED + 1, memo=memo)
-    assert (memo.counts_served, len(drawn)) == (False, 1) and len(list(folder.glob("*.counts"))) == 2
-    _same_numbers(other, bootstrap(worse, leaves, n_boot=N_BOOT, seed=SEED + 1))
 
 
 def test_the_memo_serves_the_comparisons_of_unchanged_pairs_only(tmp_path):

@@ -636,8 +636,7 @@ class Bootstrap(Job):
         log.info("%s/%s: %d models, %d cases, %d resamples%s", self.dataset, self.split, len(scores),
                  len(result.cases), self.n, "" if memo is None else
                  f"; {memo.hits} models' replicates from the memo, {memo.stored} resampled; "
-                 f"{memo.pairs_served} pairs' comparisons on all cases from the memo"
-                 + ("; the resample counts from the memo" if memo.counts_served else ""))
+                 f"{memo.pairs_served} pairs' comparisons on all cases from the memo")
         io.write_parquet(result.comparisons, output.comparisons, prov)
         io.write_csv(result.comparisons, output.comparisons_csv)
         io.write_parquet(result.summary, output.summary, prov)

@@ -193,10 +193,6 @@ class ReplicateMemo:
     Beside them, ``comparisons.npz`` holds every comparison of two models with the same case set, by the two
     models' keys and the level: a pair's numbers depend on those two models' own alone, so adding a model to 100
     compares 100 pairs instead of 5,050 (the quantiles of each pair's differences on every resample).
-
-    And ``<key>.counts`` (a .npy file) holds the resample counts themselves (:meth:`counts`), by a key over the number of
-    cases, resamples, the seed and the code that draws them: a run that resamples one new model reads them
-    (20 MB at 10,000 cases, milliseconds) instead of drawing them again (0.3-0.8 CPU-s at 10,000 cases).
     """
 
     LAYOUT = "1"
@@ -210,7 +206,6 @@ class ReplicateMemo:
         self.used: set = set()
         self.hits = self.stored = self.pairs_served = 0
         self.pairs_stored = False
-        self.counts_served = False
 
     def bind(self, n_cases: int, n_boot: int, seed: int, leaves, offsets) -> "ReplicateMemo":
         from radrank.provenance import code_digest
@@ -233,30 +228,6 @@ class ReplicateMemo:
 
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}.npy"
-
-    def counts(self, n_cases: int, n_boot: int, seed: int) -> np.ndarray:
-        """The resample counts :func:`_all_counts` draws, read from this folder where an earlier run kept them (a
-        file that is not the expected array, each row summing to the number of cases, is drawn again), else drawn
-        and kept."""
-        from radrank.provenance import code_digest
-
-        context = {"layout": self.LAYOUT, "counts": [int(n_cases), int(n_boot), int(seed)],
-                   "code": code_digest(("numpy",))}
-        key = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).hexdigest()
-        self.used.add(key)
-        path = self.folder / f"{key}.counts"
-        dtype = np.min_scalar_type(max(int(n_cases), 1))
-        try:
-            counts = np.load(path, allow_pickle=False)
-            if (counts.shape == (int(n_boot), int(n_cases)) and counts.dtype == dtype
-                    and (counts.sum(axis=1, dtype="int64") == int(n_cases)).all()):
-                self.counts_served = True
-                return counts
-        except (OSError, ValueError, EOFError):  # none, or cut short: drawn again
-            pass
-        counts = _all_counts(n_cases, n_boot, seed)
-        self._save(path, lambda f: np.save(f, counts, allow_pickle=False))
-        return counts
 
     def get(self, model, stats: np.ndarray):
         """The (leaves, 1 + n_boot) point estimates and replicates stored for ``model``'s ``stats``, else None."""
@@ -536,8 +507,7 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     leaf_by_name = {leaf.name: leaf for leaf in leaves}
     # the resample counts, drawn when first needed: when the memo serves every model and every case set is the same,
     # they are not (at 10,000 cases, drawing them is a sixth of the job)
-    counts = lru_cache(maxsize=1)(lambda: memo.counts(n_cases, n_boot, seed) if memo is not None
-                                  else _all_counts(n_cases, n_boot, seed))
+    counts = lru_cache(maxsize=1)(lambda: _all_counts(n_cases, n_boot, seed))
     keys = [(m, leaf.name) for m in models for leaf in leaves]
     point, reps = _replicate_values(model_stats, leaves, offsets, counts, n_boot,
                                     memo.bind(n_cases, n_boot, seed, leaves, offsets) if memo is not None else None)
