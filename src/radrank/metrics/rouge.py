@@ -1,8 +1,8 @@
 """ROUGE-1, ROUGE-2 and ROUGE-L F-measures, as rouge-score computes them (use_stemmer=True).
 
-Tokenisation is rouge-score's own ``tokenize`` with nltk's Porter stemmer,
-through a per-word cache (the stemmer is the cost, and report vocabularies are
-small); each distinct text is tokenised once per job. ROUGE-1/2 overlaps of all
+Tokenisation is rouge-score's ``tokenize`` with nltk's Porter stemmer, each
+token's outcome memoised (:func:`tokenizer`: the stemmer is the cost, and report
+vocabularies are small); each distinct text is tokenised once per job. ROUGE-1/2 overlaps of all
 pairs are counted together (:func:`radrank.metrics.base.clipped_ngram_matches`)
 and turned into F-measures with rouge-score's arithmetic. ROUGE-L needs only
 the LCS length, computed here with a bit-parallel algorithm (Allison–Dix /
@@ -72,20 +72,6 @@ def _load_porter():
         sys.modules.update(saved)
 
 
-class CachedStemmer:
-    """nltk's PorterStemmer with a memo per word (same output, stemmed once)."""
-
-    def __init__(self):
-        self._stem = porter_module().PorterStemmer().stem
-        self._memo: dict[str, str] = {}
-
-    def stem(self, word: str) -> str:
-        out = self._memo.get(word)
-        if out is None:
-            out = self._memo[word] = self._stem(word)
-        return out
-
-
 def _masks(a: list) -> dict:
     """Per token of ``a``, the bit set of its positions (bit i = position i)."""
     masks: dict = {}
@@ -128,19 +114,18 @@ class RougeScorer:
     """Scores (reference, hypothesis) pairs; keeps tokenised texts across calls."""
 
     def __init__(self):
-        from rouge_score import rouge_scorer, scoring, tokenize
+        from rouge_score import rouge_scorer, scoring
 
-        self._tokenize = tokenize.tokenize
+        self._tokenize = tokenizer()
         self._ngrams = rouge_scorer._create_ngrams
         self._score_ngrams = rouge_scorer._score_ngrams
         self._fmeasure = scoring.fmeasure
-        self._stemmer = CachedStemmer()
         self._cache: dict[str, tuple] = {}
 
     def _prepare(self, text: str):
         got = self._cache.get(text)
         if got is None:
-            toks = self._tokenize(text, self._stemmer)
+            toks = self._tokenize(text)
             got = self._cache[text] = (toks, self._ngrams(toks, 1), self._ngrams(toks, 2))
         return got
 
@@ -171,7 +156,7 @@ def tokenizer():
 
     replace = tokenize.NON_ALPHANUM_RE.sub
     valid = tokenize.VALID_TOKEN_RE.match
-    stem = CachedStemmer().stem
+    stem = porter_module().PorterStemmer().stem  # once per token: the memo below is per token
     memo: dict = {}
 
     def becomes(token: str):
