@@ -17,9 +17,9 @@ done the imports:
   radrank.jobs.run_logged's job function and keyword arguments instead.
 Before a job is replayed, what it would keep from its own first run (score files, the group's pairs digests, the
 bootstrap's memo and summary keys, the report's page keys and drill-down rows) is removed, and the replay scores
-into an empty score cache: the run was from scratch, and so is the replay. The replay's CPU is the work; the rest of the run is per-job start-up (interpreter, imports, Snakemake's
-own bookkeeping, the workers' start and the jobs' trips to them; the recording's pickling counts as run
-CPU too). The meta-evaluation is switched off: the run is the leaderboard's. Goals: wall(--cores 1) /
+into an empty score cache: the run was from scratch, and so is the replay. The replay's CPU is the work; the rest
+of the run is per-job start-up (interpreter, imports, Snakemake's own bookkeeping, the workers' start and the jobs'
+trips to them; the recording's pickling counts as run CPU too). The meta-evaluation is switched off: the run is the leaderboard's. Goals: wall(--cores 1) /
 wall(--cores 2) >= 1.6, work >= 50 % of the run's CPU.
 Wall times are the machine's: the benchmark first times two CPU-bound processes against one (2.0 on two idle
 cores; less on a shared machine, which caps the ratio), and also prints a bound that does not depend on the
@@ -38,8 +38,8 @@ import argparse
 import os
 import pickle
 import re
-import shutil
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -127,7 +127,6 @@ def _forget_kept(name: str, output) -> None:
     """The run was from scratch: what a job would keep from its own first run is removed, so that its replay does
     the work the run did — score files (radrank.score_reuse), the bootstrap's memo (ReplicateMemo) and summary
     folders' keys (radrank.summaries), the report's page keys and drill-down rows (radrank.report.reuse)."""
-
     if name == "ScoreGroup":
         for out in getattr(output, "scores", None) or ():
             Path(out).unlink(missing_ok=True)
