@@ -63,6 +63,11 @@ class Probe(jobs.Job):
             os.kill(os.getpid(), signal.SIGKILL if self.action == "kill" else signal.SIGSEGV)
         elif self.action == "sleep":
             time.sleep(600)
+        elif self.action == "allocator":  # what the worker's process started with (a job's os.environ is Snakemake's)
+            started = dict(v.split("=", 1) for v in Path("/proc/self/environ").read_bytes().decode().split("\0")
+                           if "=" in v)
+            for name in sorted(workers.ALLOCATOR_ENV):
+                log.info("%s=%s", name, started.get(name))
         elif self.action == "part":  # in the middle of an atomic write of its output (radrank.io's .part file)
             from radrank import io
 
@@ -199,6 +204,18 @@ def test_a_worker_forked_before_the_later_imports_is_retired_once_the_server_has
         third = has("third")
         assert third[0] == 1 and third[1] != first
         assert has("fourth") == third  # a worker with everything is kept
+
+
+def test_workers_keep_freed_memory_for_reuse_unless_told_otherwise(tmp_path, monkeypatch):
+    """The server starts with glibc's thresholds raised (workers.ALLOCATOR_ENV: glibc reads them once, as a
+    process starts) and its workers have them; a value the environment sets already is kept."""
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    with workers.Pool(max_workers=1, preload=LIGHT) as pool:
+        log_path, _ = probe(pool, tmp_path, "allocator")
+    text = log_path.read_text()
+    assert f"MALLOC_MMAP_THRESHOLD_={256 << 20}" in text
+    assert "MALLOC_TRIM_THRESHOLD_=12345" in text
 
 
 def test_a_server_started_ahead_and_never_used_is_killed_not_waited_for(tmp_path, monkeypatch):
