@@ -86,34 +86,45 @@ def lexical(tmp: Path, n_pairs: int):
 
 
 def bootstrap_files(tmp: Path, n_models: int, n_cases: int) -> dict:
-    """Score, pairs and drop files of ``n_models`` models, as the bootstrap job reads them (its input lists):
-    a third of the models each miss their own cases (benchmarks/_case_sets.py)."""
+    """Score, pairs and drop files of ``n_models`` models, the group's cases and its accounting, as the bootstrap
+    job reads them (its input lists). Every score file covers the case set, as the scoring jobs write it; a third
+    of the models have no value on their own 1-3 % of the cases (benchmarks/_case_sets.py: NaN, as a judge's
+    failed answer is), so most pairs of models are compared on their own common cases."""
     import numpy as np
     import pandas as pd
 
     from radrank import io
+    from radrank.ingest import casesets
 
     sys.path.insert(0, str(HERE))
     from _case_sets import case_masks, lexical_scores
 
     rng = np.random.default_rng(n_models)
-    scores, pairs_paths, drops_paths = [], [], []
+    every = np.ones(n_cases, dtype=bool)
+    ids = [f"case{i:05d}" for i in range(n_cases)]
+    text = "Findings: the lungs are clear. No pleural effusion or pneumothorax."
+    pairs = pd.DataFrame({"sample_id": ids, "reference": text, "hypothesis": text})
+    drops = pd.DataFrame(columns=["sample_id", "study_id", "reason", "action", "row", "detail"])
+    scores, pairs_paths, drops_paths, models = [], [], [], {}
     for m, keep in enumerate(case_masks(n_models, n_cases, distinct=True, seed=n_models)):
-        ids = [f"case{i:05d}" for i in np.flatnonzero(keep)]
         folder = tmp / f"m{m:03d}"
         folder.mkdir()
-        for name, frame in lexical_scores(keep, rng).items():
+        for name, frame in lexical_scores(every, rng).items():
+            values = [c for c in frame.columns if c != "sample_id"]
+            frame[values] = frame[values].astype("float64").where(np.repeat(keep[:, None], len(values), axis=1))
             io.write_parquet(frame, folder / f"{name}.parquet", {"metric": name})
             scores.append(str(folder / f"{name}.parquet"))
-        text = "Findings: the lungs are clear. No pleural effusion or pneumothorax."
-        pairs = pd.DataFrame({"sample_id": ids, "reference": text, "hypothesis": text})
         io.write_parquet(pairs, folder / "pairs.parquet")
         pairs_paths.append(str(folder / "pairs.parquet"))
-        io.write_csv(pd.DataFrame({"sample_id": [], "reason": [], "action": []}), folder / "drops.csv")
+        io.write_csv(drops, folder / "drops.csv")
         drops_paths.append(str(folder / "drops.csv"))
-    cases = pd.DataFrame({"sample_id": [f"case{i:05d}" for i in range(n_cases)], "n_submissions": n_models})
+        models[f"m{m:03d}"] = pairs
+    cases = pd.DataFrame({"sample_id": ids, "n_submissions": n_models})
     io.write_parquet(cases, tmp / "cases.parquet")  # the dataset's cases (rule cases)
-    return {"scores": scores, "pairs": pairs_paths, "drops": drops_paths, "cases": str(tmp / "cases.parquet")}
+    accounting = casesets.account(models, {m: drops for m in models}, cases, canonical=False)
+    io.write_parquet(accounting, tmp / "accounting.parquet")
+    return {"scores": scores, "pairs": pairs_paths, "drops": drops_paths, "cases": str(tmp / "cases.parquet"),
+            "accounting": str(tmp / "accounting.parquet")}
 
 
 def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
@@ -132,7 +143,7 @@ def bootstrap(tmp: Path, models: list, n_cases: int, n_boot: int):
             ("replicates", "replicates.parquet"), ("summary", "summary.parquet"),
             ("comparisons", "comparisons.parquet"), ("comparisons_csv", "comparisons.csv"),
             ("coverage", "coverage.parquet"), ("rank_replicates", "rank_replicates.parquet"),
-            ("model_files", "summary"))}
+            ("failures", "failures.parquet"), ("model_files", "summary"))}
         got = measure({"job": "bootstrap", "job_params": params, "input": bootstrap_files(folder, n_models, n_cases),
                        "output": output, "metrics": list(LEXICAL)})
         declared = memory_mb(n_models, LEAVES, n_boot)
