@@ -146,6 +146,25 @@ def test_scoring_in_chunks_equals_one_pass(name, monkeypatch):
     pd.testing.assert_frame_equal(metrics.score(name, frame), whole, check_exact=True)
 
 
+def test_chunks_take_the_pairs_reference_by_reference():
+    """A leaderboard's pairs come model after model. Each chunk gets a reference's pairs together, so a reference
+    is tokenised and counted once per chunk it falls in, not once per model; the values come back in the pairs'
+    order."""
+    from radrank.metrics.base import in_pair_chunks
+
+    refs = [f"reference {case}" for _model in range(4) for case in range(3)]
+    hyps = [f"hypothesis {model} {case}" for model in range(4) for case in range(3)]
+    chunks = []
+
+    def fn(r, h):
+        chunks.append(list(r))
+        return [f"{a}|{b}" for a, b in zip(r, h)]
+
+    out = in_pair_chunks(fn, refs, hyps, size=4)
+    assert [sorted(set(c)) for c in chunks] == [["reference 0"], ["reference 1"], ["reference 2"]]
+    assert list(out) == [f"{a}|{b}" for a, b in zip(refs, hyps)]
+
+
 def test_porter_stemmer_loads_without_nltk_package_and_stems_as_nltk():
     """ROUGE's stemmer comes from nltk's own porter.py without importing nltk (and scipy) whole,
     leaves no half-loaded nltk behind, and stems a report vocabulary exactly as nltk does."""

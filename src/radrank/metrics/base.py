@@ -281,18 +281,32 @@ PAIR_CHUNK = 10_000  # pairs a lexical metric scores at a time: ~0.2 GB of work 
 
 
 def in_pair_chunks(fn, references, hypotheses, size: int | None = None) -> np.ndarray:
-    """``fn(references, hypotheses)`` over consecutive chunks of ``size`` pairs, results stacked in order.
+    """``fn(references, hypotheses)`` over chunks of ``size`` pairs, results stacked in the pairs' order.
 
     A lexical value depends on its own pair only, so this equals one call on all pairs, while the
     tokens, n-gram tables and match arrays held at a time stay bounded by the chunk (100k pairs in
     one call peak at 2.3 GB).
+
+    The chunks take the pairs reference by reference (a stable sort on the reference text): a leaderboard's
+    scoring job pairs each reference with every model's hypothesis, model after model, and chunks in that order
+    each tokenised and counted every reference again (half of a chunk's texts, and the longer half). Grouped,
+    a reference is prepared once per chunk it falls in: at 10 models × 10,000 cases of the synthetic leaderboard
+    BLEU-2 1.9×, BLEU-4 2.5× and ROUGE 1.8× less CPU, the same values (tests/test_lexical.py).
     """
     refs, hyps = list(references), list(hypotheses)
     if len(refs) != len(hyps):
         raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
     size = size or PAIR_CHUNK
-    parts = [np.asarray(fn(refs[i: i + size], hyps[i: i + size])) for i in range(0, len(refs), size)]
-    return np.concatenate(parts) if parts else np.asarray(fn([], []))
+    if len(refs) <= size:
+        return np.asarray(fn(refs, hyps))
+    index: dict = {}
+    codes = np.fromiter((index.setdefault(t, len(index)) for t in refs), dtype="int64", count=len(refs))
+    order = np.argsort(codes, kind="stable")
+    refs, hyps = [refs[i] for i in order], [hyps[i] for i in order]
+    stacked = np.concatenate([np.asarray(fn(refs[i: i + size], hyps[i: i + size])) for i in range(0, len(refs), size)])
+    out = np.empty_like(stacked)
+    out[order] = stacked
+    return out
 
 
 def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
