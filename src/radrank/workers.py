@@ -28,8 +28,8 @@ its job to a worker process and waits for it:
   blocks up to 256 MB come from the heap, not from a fresh ``mmap`` each, and up to 256 MB of free heap is
   kept), and its workers inherit that: a job that allocates, frees and allocates again its arrays (a lexical
   metric's chunks, the report's tables), and the next job in the same worker, no longer pay a page fault per
-  4 KB page each time. On this host those faults were a quarter of a new submission's CPU
-  (benchmarks/add_model.py at 100 models: 4-5 s of system time); with these settings it costs 1.3 s less, and
+  4 KB page each time. On this host those faults were a quarter of the CPU of a new submission to 100 models
+  × 10,000 cases (4-5 s of system time); with these settings it cost 1.6 s less (of 19.5), and
   the full run 6 % less. The price: an idle worker may hold up to 256 MB freed by its last job. A variable
   already set in the environment is left as it is.
 * A worker that dies during a job (killed: out of memory; crashed) fails that job with a line naming the
