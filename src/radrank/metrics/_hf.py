@@ -78,10 +78,3 @@ class Progress:
         elapsed = time.perf_counter() - self.start
         log.info("%s: %d %s in %.1f s (%.0f/s)", self.what, self.done, self.unit, elapsed,
                  self.done / max(elapsed, 1e-9))
-
-
-def distinct(texts) -> tuple[list, np.ndarray]:
-    """(each distinct text once, index of every text in that list)."""
-    index: dict = {}
-    codes = np.fromiter((index.setdefault(t, len(index)) for t in texts), dtype="int64", count=len(texts))
-    return list(index), codes

@@ -262,6 +262,13 @@ class Metric:
 # --- shared machinery of the lexical metrics ------------------------------------------------------
 
 
+def distinct(texts) -> tuple[list, np.ndarray]:
+    """(each distinct text once, in first-seen order; the index of every text in that list)."""
+    index: dict = {}
+    codes = np.fromiter((index.setdefault(t, len(index)) for t in texts), dtype="int64", count=len(texts))
+    return list(index), codes
+
+
 def distinct_texts(references, hypotheses):
     """(texts, ref_index, hyp_index): each distinct text once, and where every pair's texts are.
 
@@ -271,10 +278,8 @@ def distinct_texts(references, hypotheses):
     refs, hyps = list(references), list(hypotheses)
     if len(refs) != len(hyps):
         raise ValueError(f"{len(refs)} references but {len(hyps)} hypotheses")
-    index: dict = {}
-    codes = np.fromiter((index.setdefault(t, len(index)) for t in refs + hyps), dtype="int64",
-                        count=len(refs) + len(hyps))
-    return list(index), codes[: len(refs)], codes[len(refs):]
+    texts, codes = distinct(refs + hyps)
+    return texts, codes[: len(refs)], codes[len(refs):]
 
 
 PAIR_CHUNK = 10_000  # pairs a lexical metric scores at a time: ~0.2 GB of work memory (benchmarks/memory.py)
@@ -299,9 +304,7 @@ def in_pair_chunks(fn, references, hypotheses, size: int | None = None) -> np.nd
     size = size or PAIR_CHUNK
     if len(refs) <= size:
         return np.asarray(fn(refs, hyps))
-    index: dict = {}
-    codes = np.fromiter((index.setdefault(t, len(index)) for t in refs), dtype="int64", count=len(refs))
-    order = np.argsort(codes, kind="stable")
+    order = np.argsort(distinct(refs)[1], kind="stable")
     refs, hyps = [refs[i] for i in order], [hyps[i] for i in order]
     stacked = np.concatenate([np.asarray(fn(refs[i: i + size], hyps[i: i + size])) for i in range(0, len(refs), size)])
     out = np.empty_like(stacked)

@@ -47,7 +47,7 @@ import numpy as np
 
 from radrank.devices import DEVICE_DOC, check_device
 from radrank.metrics import _hf
-from radrank.metrics.base import BoardColumn, Metric, Resources, mean_leaf
+from radrank.metrics.base import BoardColumn, Metric, Resources, distinct, mean_leaf
 from radrank.runtime import WeightRef
 from radrank.runtime.loaders import load_encoder, load_tokenizer
 from radrank.settings import Settings, scored, speed
@@ -377,7 +377,7 @@ def score_texts(references, hypotheses, settings=None, idf_references=None, runt
         base = baseline(s, resolved).astype("float64")  # and a missing baseline before the model is loaded
     encoder = _encoder(s, resolved["model"].directory, runtime)
     idf_refs = refs if idf_references is None else [prepare(t) for t in idf_references]
-    texts, codes = _hf.distinct(refs + hyps + (idf_refs if idf_references is not None else []))
+    texts, codes = distinct(refs + hyps + (idf_refs if idf_references is not None else []))
     ref_codes, hyp_codes = codes[:len(refs)], codes[len(refs):len(refs) + len(hyps)]
     idf_codes = ref_codes if idf_references is None else codes[len(refs) + len(hyps):]
     ids = encoder.tokenize(texts)

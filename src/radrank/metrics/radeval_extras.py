@@ -68,7 +68,7 @@ import numpy as np
 
 from radrank.devices import DEVICE_DOC, check_device, device_of
 from radrank.metrics import _hf
-from radrank.metrics.base import Leaf, Metric, Resources, mean_leaf
+from radrank.metrics.base import Leaf, Metric, Resources, distinct_texts, mean_leaf
 from radrank.runtime import WeightRef
 from radrank.settings import Settings, scored, speed
 
@@ -144,8 +144,7 @@ def _import(module: str):
 def _texts(pairs):
     refs = [str(t) for t in pairs["reference"].tolist()]
     hyps = [str(t) for t in pairs["hypothesis"].tolist()]
-    texts, codes = _hf.distinct(refs + hyps)
-    return texts, codes[:len(refs)], codes[len(refs):]
+    return distinct_texts(refs, hyps)
 
 
 def _frame(pairs, columns: dict, models: dict):
