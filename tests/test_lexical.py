@@ -165,6 +165,30 @@ def test_chunks_take_the_pairs_reference_by_reference():
     assert list(out) == [f"{a}|{b}" for a, b in zip(refs, hyps)]
 
 
+@pytest.mark.parametrize("name", ["bleu2", "bleu4", "rouge"])
+def test_a_worse_model_gets_no_better_models_values_when_the_chunks_regroup_the_pairs(name, monkeypatch):
+    """A leaderboard's pairs, model after model: a model that copies each reference and one that answers one
+    boilerplate line, on the same references, in chunks smaller than a model. Regrouped by reference, every pair
+    still gets its own value: the copier's equal the one-pass values of perfect answers and the boilerplate model's
+    those of its own line, so the boilerplate model's mean stays below the copier's."""
+    from radrank.metrics import base
+
+    refs = [r for r, _ in VARIED_PAIRS[:12]]
+    copier = [(r, r) for r in refs]
+    boilerplate = [(r, "No acute cardiopulmonary process.") for r in refs]
+    frame = _frame(boilerplate + copier)  # the worse model first: it would win any swap
+    monkeypatch.setattr(base, "PAIR_CHUNK", 5)
+    chunked = metrics.score(name, frame)
+    monkeypatch.setattr(base, "PAIR_CHUNK", len(frame) + 1)
+    worse, better = metrics.score(name, _frame(boilerplate)), metrics.score(name, _frame(copier))
+    n = len(refs)
+    for column in chunked.columns.drop("sample_id"):
+        np.testing.assert_array_equal(chunked[column].to_numpy()[:n], worse[column].to_numpy())
+        np.testing.assert_array_equal(chunked[column].to_numpy()[n:], better[column].to_numpy())
+    value = {"bleu2": "bleu2", "bleu4": "bleu4_sentence", "rouge": "rougeL"}[name]
+    assert chunked[value].to_numpy()[n:].mean() > chunked[value].to_numpy()[:n].mean()
+
+
 def test_porter_stemmer_loads_without_nltk_package_and_stems_as_nltk():
     """ROUGE's stemmer comes from nltk's own porter.py without importing nltk (and scipy) whole,
     leaves no half-loaded nltk behind, and stems a report vocabulary exactly as nltk does."""
