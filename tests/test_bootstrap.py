@@ -378,6 +378,20 @@ def test_resample_counts_match_indices():
         assert np.bincount(row, minlength=13).tolist() == c.tolist()
 
 
+@pytest.mark.parametrize("cells", [13, 3 * 13, 7 * 13 + 5, 1 << 17])
+def test_resample_counts_are_the_indices_counts_however_the_draws_are_blocked(monkeypatch, cells):
+    """The counts are drawn and counted a few rows at a time (COUNT_BLOCK_CELLS draws): every blocking, one row to
+    every row at once, counts the very resamples of resample_indices, and _all_counts (the job's matrix, in the
+    smallest type) is the same numbers."""
+    module = importlib.import_module("radrank.stats.bootstrap")
+    monkeypatch.setattr(module, "COUNT_BLOCK_CELLS", cells)
+    idx = resample_indices(13, 600, 4)
+    expected = np.stack([np.bincount(row, minlength=13) for row in idx])
+    assert np.array_equal(np.concatenate(list(resample_counts(13, 600, 4))), expected)
+    every = module._all_counts(13, 600, 4)
+    assert every.dtype == np.uint8 and np.array_equal(every, expected)
+
+
 def test_nan_values_are_excluded_from_mean_leaves():
     values = np.array([0.2, np.nan, 0.6, 0.9, np.nan, 0.1, 0.4, 0.8])
     ids = [f"s{i}" for i in range(len(values))]
