@@ -9,9 +9,13 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from radrank import jobs, metaeval, metrics, mrscore_jobs, scheduler_timers, score_cache, snakemake_checksums, workers
+from radrank import garbage_collector
 from radrank.mrscore_train import config as mrscore_config
 from radrank.errors import RadrankError
 from radrank.workflow import GENERATED, NAME_PATTERN, Plan, check_config_files, validate_config
+
+# this process's DAG and bookkeeping walked by the garbage collector less often (radrank.garbage_collector)
+garbage_collector.tune()
 
 try:
     # The config files Snakemake loaded (the Snakefile's configfile and any --configfile), read again strictly:

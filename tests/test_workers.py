@@ -5,6 +5,7 @@ and RADRANK_WORKERS=0 or a one-job-per-process Snakemake keeps the jobs in the p
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import re
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,7 +23,7 @@ import pytest
 
 from synthetic import stats_outputs, write_workflow_outputs
 
-from radrank import jobs, workers
+from radrank import garbage_collector, jobs, workers
 from radrank.errors import ConfigError, InputError
 from radrank.report.reuse import is_bookkeeping
 
@@ -32,13 +34,15 @@ LIGHT = ("radrank.jobs",)  # a quick server for the tests of the pool's mechanic
 
 @dataclass(frozen=True)
 class Probe(jobs.Job):
-    """A job doing what a test needs: ``action`` is log, has, input_error, bug, kill, segv, sleep or part. Its output
+    """A job doing what a test needs: ``action`` is log, has, input_error, bug, kill, segv, sleep, allocator, collector,
+    cycle or part. Its output
     ``pid`` gets the worker's pid (first, so that a test can find a job that never ends)."""
 
     action: str
     name: str = ""
     lines: int = 0
     module: str = ""  # has: whether the worker has imported it
+    marker: str = ""  # cycle: the file written when its cycle is collected
     together: int = 1  # log: start logging once this many jobs have (their marker files in input.rendezvous)
 
     def run(self, input, output):
@@ -68,6 +72,15 @@ class Probe(jobs.Job):
                            if "=" in v)
             for name in sorted(workers.ALLOCATOR_ENV):
                 log.info("%s=%s", name, started.get(name))
+        elif self.action == "collector":
+            log.info("thresholds %s", gc.get_threshold())
+        elif self.action == "cycle":  # left behind in a reference cycle, which only the collector frees
+            left = {"rows": list(range(1000))}
+            left["self"] = left
+            holder = Cycle()
+            holder.left = left
+            left["holder"] = holder
+            weakref.finalize(holder, Path(self.marker).touch).atexit = False
         elif self.action == "part":  # in the middle of an atomic write of its output (radrank.io's .part file)
             from radrank import io
 
@@ -75,6 +88,10 @@ class Probe(jobs.Job):
                 part.write_text("half")
                 Path(str(output.pid) + ".writing").touch()
                 time.sleep(600)
+
+
+class Cycle:
+    """An object a job can leave in a reference cycle (a finalizer needs an object that takes weak references)."""
 
 
 def probe(pool, tmp_path, action, rule="probe", **fields):
@@ -216,6 +233,19 @@ def test_workers_keep_freed_memory_for_reuse_unless_told_otherwise(tmp_path, mon
     text = log_path.read_text()
     assert f"MALLOC_MMAP_THRESHOLD_={256 << 20}" in text
     assert "MALLOC_TRIM_THRESHOLD_=12345" in text
+
+
+def test_workers_walk_the_collectors_young_generation_less_often_and_collect_after_each_job(tmp_path):
+    """The server sets radrank.garbage_collector's thresholds, and its workers have them; what a job leaves in a
+    reference cycle is collected once it ends (before the worker's next job), not some 50,000 allocations later."""
+    marker = tmp_path / "collected"
+    with workers.Pool(max_workers=1, preload=LIGHT) as pool:
+        log_path, first = probe(pool, tmp_path, "collector")
+        _, second = probe(pool, tmp_path, "cycle", marker=str(marker))
+        probe(pool, tmp_path, "collector", name="next")
+        assert first.read_text() == second.read_text()  # the same worker ran both
+        assert marker.exists()  # while the pool still runs: not at the worker's exit
+    assert f"thresholds {garbage_collector.THRESHOLDS}" in log_path.read_text()
 
 
 def test_a_server_started_ahead_and_never_used_is_killed_not_waited_for(tmp_path, monkeypatch):
