@@ -72,6 +72,9 @@ class Probe(jobs.Job):
                            if "=" in v)
             for name in sorted(workers.ALLOCATOR_ENV):
                 log.info("%s=%s", name, started.get(name))
+            from numpy._core.multiarray import _get_madvise_hugepage
+
+            log.info("numpy asks for huge pages: %s", _get_madvise_hugepage())
         elif self.action == "collector":
             log.info("thresholds %s", gc.get_threshold())
         elif self.action == "cycle":  # left behind in a reference cycle, which only the collector frees
@@ -224,15 +227,19 @@ def test_a_worker_forked_before_the_later_imports_is_retired_once_the_server_has
 
 
 def test_workers_keep_freed_memory_for_reuse_unless_told_otherwise(tmp_path, monkeypatch):
-    """The server starts with glibc's thresholds raised (workers.ALLOCATOR_ENV: glibc reads them once, as a
-    process starts) and its workers have them; a value the environment sets already is kept."""
+    """The server starts with glibc's thresholds raised and numpy's huge pages off (workers.ALLOCATOR_ENV: each is
+    read once, as a process starts or numpy is imported) and its workers have them; a value the environment sets
+    already is kept."""
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "12345")
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
     with workers.Pool(max_workers=1, preload=LIGHT) as pool:
         log_path, _ = probe(pool, tmp_path, "allocator")
     text = log_path.read_text()
     assert f"MALLOC_MMAP_THRESHOLD_={256 << 20}" in text
     assert "MALLOC_TRIM_THRESHOLD_=12345" in text
+    assert "NUMPY_MADVISE_HUGEPAGE=0" in text
+    assert "numpy asks for huge pages: False" in text
 
 
 def test_workers_walk_the_collectors_young_generation_less_often_and_collect_after_each_job(tmp_path):
