@@ -92,7 +92,8 @@ PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "radrank.jobs", "radrank.io", "
            "radrank.metaeval.agreement", "radrank.metaeval.items")
 # Imported by the server after its first workers are forked (see the module docstring).
 PRELOAD_LATER = ("scipy.stats",)
-# The allocator's settings for the server and its workers (see the module docstring); set ones win.
+# Memory settings for the server and its workers (see the module docstring): glibc's heap kept for reuse, no
+# transparent huge pages for numpy's arrays. A variable already set in the environment wins.
 ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
                  "NUMPY_MADVISE_HUGEPAGE": "0"}
 LATER_AFTER_IDLE_S = 0.2  # how long the server waits, no fork asked, before importing PRELOAD_LATER
