@@ -558,3 +558,20 @@ def test_what_drawing_imports_is_imported_before_page_builders_fork(layout, tmp_
                            str(tmp_path), json.dumps(BOOT)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.splitlines()[-1]) == []
+
+
+def test_the_violins_bins_count_as_numpys_histogram_of_the_same_edges():
+    """The distribution figure counts each violin's sorted values by bisection: the counts equal np.histogram's
+    (half-open bins, the last one closed) for values on the edges, ties, one value, values outside the edges
+    (not counted) and the panel's own edges (its values' range)."""
+    from radrank.report.figures import _histogram
+
+    rng = np.random.default_rng(3)
+    edges = np.linspace(0.0, 1.0, 15)
+    cases = [rng.random(1000), np.round(rng.random(1000), 1), edges.copy(), np.repeat(edges, 3), np.array([1.0]),
+             np.array([0.0]), np.concatenate([rng.random(50), [-0.1, 1.1, 1.0 + 1e-12]]), np.zeros(0)]
+    for values in cases:
+        assert np.array_equal(_histogram(np.sort(values), edges), np.histogram(values, bins=edges)[0]), values
+    skewed = rng.exponential(size=5000)
+    own = np.linspace(skewed.min(), skewed.max(), 25)
+    assert np.array_equal(_histogram(np.sort(skewed), own), np.histogram(skewed, bins=own)[0])

@@ -267,9 +267,19 @@ def forest_figure(names: list, panels: list, *, name: str, title: str) -> str:
     return to_svg(grid.fig, name, title)
 
 
-def _density(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Histogram density on ``edges``, lightly smoothed (1-2-1), scaled to a maximum of 1."""
-    counts, _ = np.histogram(values, bins=edges)
+def _histogram(ordered: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``np.histogram(ordered, edges)``'s counts (each bin half-open, the last closed) of values sorted ascending:
+    the bins' bounds found by bisection. np.histogram sorts every array again for edges given as an array, and the
+    violins' values are sorted once for their quartiles too (at 100 models x 10,000 cases, a page's sorts cost
+    0.2 CPU-s)."""
+    bounds = np.append(np.searchsorted(ordered, edges[:-1], side="left"),
+                       np.searchsorted(ordered, edges[-1], side="right"))
+    return np.diff(bounds)
+
+
+def _density(ordered: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Histogram density of sorted values on ``edges``, lightly smoothed (1-2-1), scaled to a maximum of 1."""
+    counts = _histogram(ordered, edges)
     smooth = np.convolve(np.pad(counts.astype("float64"), 1, mode="edge"), [0.25, 0.5, 0.25], mode="valid")
     top = smooth.max()
     return smooth / top if top > 0 else smooth
@@ -291,7 +301,7 @@ def distribution_figure(names: list, panels: list, *, name: str, title: str, bin
         _shared_rows(grid, names)
         for ax, p in zip(grid.axes, panels):
             color = ACCENT if p["accent"] else INK
-            finite = [v[np.isfinite(v)] for v in p["values"]]
+            finite = [np.sort(v[np.isfinite(v)]) for v in p["values"]]  # sorted once: bins and quartiles
             everything = np.concatenate(finite) if finite else np.zeros(0)
             lo, hi = (float(everything.min()), float(everything.max())) if everything.size else (0.0, 1.0)
             if hi <= lo:
