@@ -33,8 +33,7 @@ sys.path[:0] = [str(TESTS), str(SRC)]
 
 PANEL = ("bleu2", "bleu4", "rouge", "bertscore", "semb", "radgraph", "radcliq", "green")
 SPLITS = ("findings", "reports", "vqa")
-IMPORTS = ("import pandas, pyarrow.parquet, scipy.stats, matplotlib.figure, matplotlib.backends.backend_svg; "
-           "import radrank.report, radrank.jobs")
+IMPORTS = "import pandas, pyarrow.parquet, scipy.stats, PIL.Image; import radrank.report, radrank.jobs"
 TARGET_S, TARGET_MB = 10.0, 5.0
 
 

@@ -883,10 +883,10 @@ class Report(Job):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        if FORK_SAFE:  # matplotlib imported once, before the fork
-            from radrank.report.figures import import_matplotlib
+        if FORK_SAFE:  # what drawing imports, imported once, before the fork
+            from radrank.report.figures import import_for_drawing
 
-            import_matplotlib()
+            import_for_drawing()
         context = multiprocessing.get_context("fork" if FORK_SAFE else "spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             yield from pool.map(build_group, layout, [options] * len(layout), memos)

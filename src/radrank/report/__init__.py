@@ -1,8 +1,9 @@
 """The report people open first: results/report/report.html, one page per dataset × split beside it,
 a Markdown summary (report.md) and the reporting appendix in Markdown (appendix.md).
 
-Every page is self-contained — inline SVG figures (matplotlib), inline style and one small script, a
-content security policy that forbids every fetch — so it works offline, and is byte-identical on rerun.
+Every page is self-contained — inline SVG figures (written as text: :mod:`radrank.report.figures`), inline
+style and one small script, a content security policy that forbids every fetch — so it works offline, and is
+byte-identical on rerun.
 
 **report.html** (the index): how the numbers are made; per dataset × split its leaderboard at a glance
 (the first ranked models and any the leaderboard does not rank, the rank metric with its interval) and
