@@ -577,3 +577,24 @@ def test_the_violins_bins_count_as_numpys_histogram_of_the_same_edges():
     skewed = rng.exponential(size=5000)
     own = np.linspace(skewed.min(), skewed.max(), 25)
     assert np.array_equal(_histogram(np.sort(skewed), own), np.histogram(skewed, bins=own)[0])
+
+
+def test_a_frames_rows_by_model_are_grouped_once_per_frame_and_the_frame_is_not_kept():
+    """The sections ask for each model's rows of a page's per-sample values several times: grouped once per frame,
+    never served for another frame (even one at a freed frame's address), and the frame itself is not kept."""
+    import gc
+    import weakref
+
+    from radrank.report.data import rows_by_model
+
+    values = pd.DataFrame({"model": ["b", "a", "b"], "sample_id": ["1", "1", "2"]})
+    at = rows_by_model(values)
+    assert {m: list(r) for m, r in at.items()} == {"b": [0, 2], "a": [1]} and list(at) == ["b", "a"]
+    assert rows_by_model(values) is at
+    other = pd.DataFrame({"model": ["c", "c"], "sample_id": ["1", "2"]})
+    assert {m: list(r) for m, r in rows_by_model(other).items()} == {"c": [0, 1]}
+    assert {m: list(r) for m, r in rows_by_model(values).items()} == {"b": [0, 2], "a": [1]}
+    held = weakref.ref(values)
+    del values, at
+    gc.collect()
+    assert held() is None

@@ -627,8 +627,6 @@ _INDEXES: dict[Path, _Index] = {}  # namespace folder -> index of its latest lis
 def _index(folder: Path, listing: tuple, secret: bytes, columns: tuple | None = None) -> _Index:
     """The index of the packs listed that are served: each checked, of the columns asked for (or the oldest's),
     of types that fit; the others skipped with a warning (memoised by listing)."""
-    import pyarrow as pa
-
     memo = _INDEXES.get(folder)
     if memo is not None and memo.listing == listing and memo.columns == columns:
         return memo

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from radrank import metrics
-from radrank.report.data import Group, sample_columns
+from radrank.report.data import Group, rows_by_model, sample_columns
 from radrank.report.page import MISSING, Table, count, esc, is_missing, md_text, percent, slug
 
 APPENDIX = "appendix.md"  # the Markdown appendix, beside report.html (the index links it by name)
@@ -264,7 +264,7 @@ def failures_of(group: Group) -> tuple:
     per-sample column, and its count leaves' estimates (e.g. GREEN unparsed) from the statistics summary. The
     hook for judge-failure accounting: more kinds of failure go in :attr:`Failure.counts`."""
     out = []
-    at = group.values.groupby("model", sort=False).indices  # each model's rows (no frame per model)
+    at = rows_by_model(group.values)  # each model's rows (no frame per model)
     none = np.zeros(0, dtype="int64")
     names = group.names
     estimates = dict(zip(zip(group.summary["model"], group.summary["metric"]), group.summary["estimate"]))

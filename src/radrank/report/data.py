@@ -171,6 +171,21 @@ def _per_sample_values(models: dict, metric_names: list):
 
 CASE_KEYS = ["model", "kind", "position", "sample_id"]
 
+_ROWS: list = [None, None]  # the last frame grouped (a weak reference: it is not kept alive) and its groups
+
+
+def rows_by_model(values) -> dict:
+    """{model: positions of its rows in ``values``}, in order of first appearance; grouped once per frame (a page
+    asked for it five times, each a hash of a million model names at 100 models x 10,000 cases). The frame must
+    not be changed in place while it is asked about (the report's are not)."""
+    import weakref
+
+    held, groups = _ROWS
+    if held is None or held() is not values:
+        groups = values.groupby("model", sort=False).indices
+        _ROWS[:] = [weakref.ref(values), groups]
+    return groups
+
 
 def select_cases(values, rank_column: SampleColumn | None, n: int, models=None):
     """The ``n`` worst and ``n`` best scored samples of each model (of ``models``, when given) on ``rank_column``.
@@ -184,7 +199,7 @@ def select_cases(values, rank_column: SampleColumn | None, n: int, models=None):
     out = []
     if rank_column is None or n == 0:
         return pd.DataFrame(columns=CASE_KEYS)
-    rows = {m: at for m, at in values.groupby("model", sort=False).indices.items() if models is None or m in models}
+    rows = {m: at for m, at in rows_by_model(values).items() if models is None or m in models}
     taken = np.concatenate(list(rows.values())) if rows else np.zeros(0, dtype="int64")
     ids = np.empty(len(values), dtype=object)
     ids[taken] = values["sample_id"].take(taken).to_numpy(dtype=object)  # only the chosen models' ids
@@ -216,7 +231,7 @@ def _case_details(cases, values, models: dict, metric_names: list):
         return {}, {}
     pairs_prov = {}
     value_columns = [c for c in values.columns if c not in ("model", "sample_id")]
-    at = values.groupby("model", sort=False).indices  # the chosen models' rows only are taken
+    at = rows_by_model(values)  # the chosen models' rows only are taken
     records = {}
     for model, chosen in cases.groupby("model", sort=True):
         ids = list(chosen["sample_id"])

@@ -16,6 +16,7 @@ labels) is escaped. Large heat maps are one embedded PNG (a data: URI), one pixe
 from __future__ import annotations
 
 import math
+import re
 from html import escape
 
 import numpy as np
@@ -161,8 +162,6 @@ class Canvas:
     """One figure: ``width_in`` × ``height_in`` inches; marks are appended as SVG elements, in drawing order."""
 
     def __init__(self, width_in: float, height_in: float, name: str):
-        import re
-
         self.width, self.height = width_in * PT, height_in * PT
         self.prefix = re.sub(r"[^A-Za-z0-9_-]", "-", name)
         self.defs: list[str] = []
@@ -174,8 +173,8 @@ class Canvas:
         parts = [f"M{_n(a)} {_n(b)}L{_n(c)} {_n(d)}" for a, b, c, d in zip(*map(_flat, (x1, y1, x2, y2)))
                  if math.isfinite(a + b + c + d)]
         if parts:
-            self.body.append(f'<path d="{"".join(parts)}"' + _attrs(fill="none", stroke=color, stroke_width=float(width),
-                                                                    stroke_dasharray=dash) + "/>")
+            style = _attrs(fill="none", stroke=color, stroke_width=float(width), stroke_dasharray=dash)
+            self.body.append(f'<path d="{"".join(parts)}"{style}/>')
 
     def dots(self, x, y, *, radius: float, color) -> None:
         """Filled circles; ``color`` one for all or one per dot."""

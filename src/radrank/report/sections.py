@@ -12,7 +12,7 @@ import numpy as np
 from radrank import metrics
 from radrank.leaderboard import CASE_SET_COLUMNS, FAILURE_COLUMNS, META_COLUMNS, POLICY_COLUMNS, rexrank_columns
 from radrank.report import figures
-from radrank.report.data import Group
+from radrank.report.data import Group, rows_by_model
 from radrank.report.page import (MISSING, PAGE_ROWS, Cell, Table, count, details, esc, figure, html_link,
                                  is_missing, md_link, md_text, num, percent, pval, slug)
 from radrank.stats import ranks
@@ -503,7 +503,7 @@ def _distribution_part(group: Group, base: str, headline: list, part: Part):
         part.html.append("<p class=\"note\">No per-sample values to show.</p>")
         return
     order, names = group.order, group.names
-    at = group.values.groupby("model", sort=False).indices  # each model's rows, in order (no frame per model)
+    at = rows_by_model(group.values)  # each model's rows, in order (no frame per model)
     rank_col = group.rank_column()
     empty = np.zeros(0)
     panels = [{"label": c.label, "values": [values[at[m]] if m in at else empty for m in order],
@@ -539,8 +539,6 @@ def _context(row) -> str:
 
 
 def _cases_part(group: Group, n_cases: int, part: Part):
-    import pandas as pd
-
     rank_col = group.rank_column()
     if rank_col is None or group.cases is None or group.cases.empty:
         part.html.append("<p class=\"note\">No per-sample value of the rank metric: no cases to show.</p>")
@@ -561,8 +559,8 @@ def _cases_part(group: Group, n_cases: int, part: Part):
     chosen: dict = {}
     for r in group.cases.to_dict("records"):  # plain mappings, made in one call (one per model cost 3x as much)
         chosen.setdefault(r["model"], []).append(r)
-    scored_by_model = np.isfinite(group.values[rank_col.column].to_numpy("float64")).astype("int64")
-    scored_by_model = pd.Series(scored_by_model).groupby(group.values["model"].to_numpy(), sort=False).sum()
+    finite = np.isfinite(group.values[rank_col.column].to_numpy("float64"))
+    scored_by_model = {model: int(finite[at].sum()) for model, at in rows_by_model(group.values).items()}
     for model in group.order:
         rows = chosen.get(model)
         if not rows:
