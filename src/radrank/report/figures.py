@@ -100,7 +100,7 @@ def tick_labels(ticks) -> list[str]:
         decimals = next((d for d in range(8) if abs(round(step, d) - step) <= 1e-9 * step), 8)
     else:
         decimals = 0 if len(ticks) == 0 or float(ticks[0]).is_integer() else 3
-    if len(ticks) and np.max(np.abs(ticks)) >= 1e6 or decimals > 6:
+    if decimals > 6 or (len(ticks) and np.max(np.abs(ticks)) >= 1e6):
         out = [f"{t:.3g}" for t in ticks]
     else:
         out = [f"{t:.{decimals}f}" for t in ticks]
@@ -420,10 +420,6 @@ def _data_limits(*arrays) -> tuple[float, float]:
 
 def _cell_size(n: int) -> float:
     return 0.34 if n <= MAX_ANNOTATED else max(0.09, min(0.2, 6.0 / max(n, 1)))
-
-
-def _fmt(x: float) -> str:
-    return "–" if not np.isfinite(x) else f"{x:.3g}"
 
 
 # --- rank uncertainty ---------------------------------------------------------------------------------
