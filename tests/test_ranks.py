@@ -1,4 +1,5 @@
-"""Rank uncertainty against a naive computation on explicit resamples; ties, Holm's correction."""
+"""Rank uncertainty against a naive computation on explicit resamples; ties, Holm's correction; competition ranks
+and Kendall's τ-b against scipy.stats (the reference: its absence fails under RADRANK_STRICT=1)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 
 from radrank import metrics
 from radrank.stats import bootstrap, resample_indices
-from radrank.stats.ranks import competition_ranks, holm, rank_uncertainty, tied_with
+from radrank.stats.ranks import competition_ranks, holm, kendall_tau_b, rank_uncertainty, tied_pairs, tied_with
+
+from _strict import reference
 
 N_BOOT, SEED, LEVEL = 300, 11, 0.9
 
@@ -89,6 +92,52 @@ def test_competition_ranks_ties_and_missing_values():
     values = np.array([[0.5, np.nan], [0.7, 0.2], [0.5, 0.2], [np.nan, np.inf]])
     assert competition_ranks(values, True).tolist() == [[2, 3], [1, 1], [2, 1], [4, 3]]
     assert competition_ranks(values, False).tolist() == [[1, 3], [3, 1], [1, 1], [4, 3]]
+
+
+def test_competition_ranks_equal_scipys_min_ranks():
+    rankdata = reference("scipy.stats").rankdata
+    rng = np.random.default_rng(3)
+    for trial in range(400):
+        shape = (int(rng.integers(1, 12)), *map(int, rng.integers(1, 5, int(rng.integers(0, 3)))))
+        values = rng.integers(0, 4, shape).astype(float) if trial % 2 else rng.normal(size=shape)
+        for share, special in ((0.1, np.nan), (0.05, np.inf), (0.05, -np.inf)):
+            values[rng.random(shape) < share] = special
+        for higher in (True, False):
+            key = -values if higher else values.copy()
+            key[~np.isfinite(values)] = np.inf  # after every finite value, tied
+            expected = rankdata(key, method="min", axis=0).astype("int64")
+            assert competition_ranks(values, higher).tolist() == expected.tolist(), (values, higher)
+    assert competition_ranks(np.zeros((0, 3)), True).shape == (0, 3)
+
+
+def test_kendall_tau_b_equals_scipys():
+    kendalltau = reference("scipy.stats").kendalltau
+    rng = np.random.default_rng(5)
+    checked = 0
+    for trial in range(600):
+        # short and long arrays; few distinct values (ties in x, in y and in both) and continuous ones
+        n = int(rng.integers(2, 40)) if trial % 20 else int(rng.integers(1000, 3000))
+        levels = int(rng.integers(1, 6))
+        x = rng.integers(0, levels, n).astype(float) if trial % 3 == 0 else rng.normal(size=n)
+        y = (rng.integers(0, levels, n).astype(float) if trial % 2 == 0
+             else x * rng.choice([1, -1]) + rng.normal(size=n) * rng.random())
+        expected = kendalltau(x, y).statistic
+        got = kendall_tau_b(x, y)
+        if np.isnan(expected):  # a constant side
+            assert np.isnan(got), (x, y)
+            continue
+        assert got == pytest.approx(expected, abs=1e-12), (x, y)
+        checked += 1
+    assert checked > 400
+    assert np.isnan(kendall_tau_b([1.0], [2.0])) and np.isnan(kendall_tau_b([], []))
+    assert kendall_tau_b([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    with pytest.raises(ValueError):
+        kendall_tau_b([1, 2], [1, 2, 3])
+
+
+def test_tied_pairs_counts_equal_pairs():
+    values = np.array([3, 1, 3, 3, 2, 1])
+    assert tied_pairs(values) == sum(values[i] == values[j] for i in range(6) for j in range(i + 1, 6)) == 4
 
 
 def test_holm_matches_its_definition():

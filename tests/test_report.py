@@ -545,14 +545,16 @@ assert n * n > figures.MAX_VECTOR_CELLS
 names = [f"m{i}" for i in range(n)]
 figures.rank_figure(names, np.full((n, n), 1 / n), np.arange(1, n + 1), np.arange(1, n + 1), np.arange(1, n + 1),
                     name="big", title="big")
-print(json.dumps(sorted(drawing_modules() - before) + sorted(m for m in sys.modules if m.startswith("matplotlib"))))
+print(json.dumps(sorted(drawing_modules() - before) + sorted(m for m in sys.modules if m.startswith("matplotlib"))
+                 + sorted(m for m in sys.modules if m.startswith("scipy.stats"))))
 """
 
 
 def test_what_drawing_imports_is_imported_before_page_builders_fork(layout, tmp_path):
     """jobs.Report forks its page builders after figures.import_for_drawing(): drawing every figure of a report, and
-    a heat map large enough to be an image, imports nothing more (else each builder would import it again), and no
-    plotting library at all (the figures are written as SVG text)."""
+    a heat map large enough to be an image, imports nothing more (else each builder would import it again), no
+    plotting library at all (the figures are written as SVG text), and not scipy.stats (1.2 CPU-s to import: the
+    agreement panels' τ is radrank.stats.ranks.kendall_tau_b)."""
     import subprocess
     import sys
 

@@ -34,14 +34,13 @@ LIGHT = ("radrank.jobs",)  # a quick server for the tests of the pool's mechanic
 
 @dataclass(frozen=True)
 class Probe(jobs.Job):
-    """A job doing what a test needs: ``action`` is log, has, input_error, bug, kill, segv, sleep, allocator, collector,
+    """A job doing what a test needs: ``action`` is log, input_error, bug, kill, segv, sleep, allocator, collector,
     cycle or part. Its output
     ``pid`` gets the worker's pid (first, so that a test can find a job that never ends)."""
 
     action: str
     name: str = ""
     lines: int = 0
-    module: str = ""  # has: whether the worker has imported it
     marker: str = ""  # cycle: the file written when its cycle is collected
     together: int = 1  # log: start logging once this many jobs have (their marker files in input.rendezvous)
 
@@ -57,8 +56,6 @@ class Probe(jobs.Job):
         if self.action == "log":
             for i in range(self.lines):
                 log.info("%s line %d", self.name, i)
-        elif self.action == "has":
-            log.info("has %s: %s", self.module, self.module in sys.modules)
         elif self.action == "input_error":
             raise InputError("subs/m1.json", "row 3: field 'report' is empty")
         elif self.action == "bug":
@@ -203,27 +200,6 @@ def test_a_killed_or_crashed_worker_fails_its_job_and_the_pool_goes_on(tmp_path)
             _, pid = probe(pool, tmp_path, "log", name=f"after_{action}")  # at most one worker: a new one
             seen.add(int(pid.read_text()))
         assert len(seen) == 3  # the first worker served the kill job; each death, one new worker
-
-
-def test_a_worker_forked_before_the_later_imports_is_retired_once_the_server_has_them(tmp_path):
-    """The server forks the first worker before it imports ``later`` (the first jobs start sooner), then imports
-    it once no fork is asked for a moment. The worker forked before serves jobs until the server has it; after its
-    next job it is retired, and the next job gets a worker forked with everything, which is kept."""
-    later = "xml.dom.minidom"  # radrank.jobs does not import it (the server is a fresh interpreter)
-
-    def has(name):
-        log_path, pid = probe(pool, tmp_path, "has", name=name, module=later)
-        return log_path.read_text().count(f"has {later}: True"), int(pid.read_text())
-
-    with workers.Pool(max_workers=1, preload=LIGHT, later=(later,)) as pool:
-        assert has("first")[0] == 0
-        first = int((tmp_path / "first.pid").read_text())
-        assert wait_for(pool._server_complete)
-        assert has("second") == (0, first)  # the idle worker still serves, then is retired
-        assert wait_for(lambda: gone(first))
-        third = has("third")
-        assert third[0] == 1 and third[1] != first
-        assert has("fourth") == third  # a worker with everything is kept
 
 
 def test_workers_keep_freed_memory_for_reuse_unless_told_otherwise(tmp_path, monkeypatch):

@@ -11,11 +11,6 @@ its job to a worker process and waits for it:
   forkserver would do in each worker) that imports :data:`PRELOAD` (numpy, pandas, pyarrow and radrank's
   job modules) once. Its only other threads are numpy's BLAS pool and pyarrow's allocator, which are
   fork-aware (pthread_atfork).
-* The server forks its first workers before it imports :data:`PRELOAD_LATER` (scipy.stats: half its
-  start, and only the bootstrap, the report and the meta-evaluation use it), and imports it once no worker
-  was asked for a moment (:data:`LATER_AFTER_IDLE_S`): the first jobs (ingest) start that much sooner. A
-  worker forked before is retired when it finishes a job after that, and the next job gets a worker forked
-  with everything; so no worker imports scipy.stats of its own unless its job came first.
 * A worker is forked from it, in milliseconds, when a job finds no worker idle, and then serves job after
   job; so there are as many workers as jobs Snakemake runs at once, at most its ``--cores``.
 * A job travels as plain data (:class:`_Task`): its job class (by name), its params dict, the rule's input
@@ -68,7 +63,6 @@ import json
 import logging
 import os
 import pickle
-import select
 import signal
 import socket
 import subprocess
@@ -90,13 +84,10 @@ PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "radrank.jobs", "radrank.io", "
            "radrank.ingest", "radrank.runtime", "radrank.shards", "radrank.metrics.base", "rouge_score.tokenize",
            "radrank.stats", "radrank.summaries", "radrank.leaderboard", "radrank.sheets", "radrank.report",
            "radrank.metaeval.agreement", "radrank.metaeval.items")
-# Imported by the server after its first workers are forked (see the module docstring).
-PRELOAD_LATER = ("scipy.stats",)
 # Memory settings for the server and its workers (see the module docstring): glibc's heap kept for reuse, no
 # transparent huge pages for numpy's arrays. A variable already set in the environment wins.
 ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
                  "NUMPY_MADVISE_HUGEPAGE": "0"}
-LATER_AFTER_IDLE_S = 0.2  # how long the server waits, no fork asked, before importing PRELOAD_LATER
 
 _SHUTDOWN_WAIT_S = 30  # how long Snakemake's exit waits for the server and its workers to end
 
@@ -172,7 +163,6 @@ class _Stopped(Exception):
 class _Worker:
     pid: int
     conn: Connection
-    complete: bool = True  # forked once the server had imported everything (PRELOAD_LATER too)
 
     def run(self, task: bytes) -> str | None:
         """The job's failure line, or None when it succeeded."""
@@ -187,13 +177,12 @@ class Pool:
     """Long-lived worker processes for this process's jobs (see the module docstring).
 
     ``max_workers``: at most this many (None: one per job running at once); ``preload``: the modules the
-    fork server imports before its first worker; ``later``: those it imports after (:data:`PRELOAD_LATER`).
+    fork server imports before its first worker.
     """
 
-    def __init__(self, max_workers: int | None = None, preload=PRELOAD, later=()):
+    def __init__(self, max_workers: int | None = None, preload=PRELOAD):
         self.max_workers = max_workers
         self.preload = tuple(preload)
-        self.later = tuple(later)
         self._free = threading.Condition()  # guards _idle, _busy, _started, _closed and _stopped; notified when
         self._idle: list[_Worker] = []      # a worker frees
         self._busy: dict[int, _Worker] = {}  # by pid: the workers running a job
@@ -204,8 +193,6 @@ class Pool:
         self._server = None
         self._control = None
         self._alive = None  # (read, write): the write end is this process's alone (see _exit_with_snakemake)
-        self._complete_r = None  # the server writes a byte here once it has imported ``later``
-        self._complete = False
         self._forked = 0  # workers forked so far
 
     def run(self, job_type, rule, params, input, output, log_path, config) -> None:
@@ -288,8 +275,7 @@ class Pool:
                     pass  # a worker still busy: it ends when the pipe below closes
                 for fd in self._alive:
                     os.close(fd)
-                os.close(self._complete_r)
-                self._server = self._control = self._alive = self._complete_r = None
+                self._server = self._control = self._alive = None
 
     def start(self) -> None:
         """Start the fork server now (not at the first job), so that it imports while this process goes on."""
@@ -334,27 +320,13 @@ class Pool:
         raise _Stopped(self._stopped)
 
     def _checkin(self, worker: _Worker) -> None:
-        retire = not worker.complete and self._server_complete()  # the next job gets a worker with everything
         with self._free:
             self._busy.pop(worker.pid, None)
-            if self._closed or self._stopped is not None or retire:
+            if self._closed or self._stopped is not None:
                 worker.conn.close()  # it ends (the server reaps it when it ends itself)
-                if retire:
-                    self._started -= 1
             else:
                 self._idle.append(worker)
             self._free.notify()
-
-    def _server_complete(self) -> bool:
-        """Whether the server has imported ``later``: its workers forked from now on have everything."""
-        complete_r = self._complete_r
-        if not self._complete and complete_r is not None:
-            try:
-                ready = select.select([complete_r], [], [], 0)[0] and os.read(complete_r, 1) == b"1"
-            except OSError:  # closed by a restart of the server: its workers are the old server's
-                ready = False
-            self._complete = self._complete or bool(ready)
-        return self._complete
 
     def _discard(self, worker: _Worker) -> None:
         worker.conn.close()
@@ -385,8 +357,7 @@ class Pool:
                                        "stderr)")
         finally:
             theirs.close()
-        pid, complete = reply.split()
-        return _Worker(int(pid), Connection(ours.detach()), complete=complete == b"1")
+        return _Worker(int(reply), Connection(ours.detach()))
 
     def _start_server(self) -> None:
         """(With the server lock.) The pipe outlives a server that died: its busy workers carry on."""
@@ -394,13 +365,9 @@ class Pool:
             self._control.close()
         if self._alive is None:
             self._alive = os.pipe()
-        if self._complete_r is not None:
-            os.close(self._complete_r)
-        self._complete = False
-        self._complete_r, complete_w = os.pipe()
         control, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         code = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from radrank import workers; "
-                "workers._serve(*map(int, sys.argv[2:5]), *json.loads(sys.argv[5]))")
+                "workers._serve(*map(int, sys.argv[2:4]), json.loads(sys.argv[4]))")
         alive_r = self._alive[0]
         try:
             # numpy's BLAS starts its threads when imported (in the server): one per worker, as a job has one
@@ -408,12 +375,11 @@ class Pool:
             blas = {v: os.environ.get(v, "1") for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
             self._server = subprocess.Popen(
                 [sys.executable, "-c", code, json.dumps(sys.path), str(server_end.fileno()), str(alive_r),
-                 str(complete_w), json.dumps([self.preload, self.later])],
-                pass_fds=(server_end.fileno(), alive_r, complete_w), stdin=subprocess.DEVNULL,
+                 json.dumps(self.preload)],
+                pass_fds=(server_end.fileno(), alive_r), stdin=subprocess.DEVNULL,
                 env={**ALLOCATOR_ENV, **os.environ, **blas})
         finally:
             server_end.close()
-            os.close(complete_w)
         self._control = control
 
     def _exit_code(self, pid: int) -> int | None:
@@ -479,7 +445,7 @@ def pool_for(workflow) -> Pool | None:
         if _POOL is None:
             import atexit
 
-            _POOL = Pool(max_workers, later=PRELOAD_LATER)
+            _POOL = Pool(max_workers)
             atexit.register(_POOL.close)  # after Snakemake's job threads have ended: every worker idle
             if _STOPPED is not None:
                 _POOL.stop(_STOPPED)
@@ -732,26 +698,17 @@ def _remove_outputs(paths) -> None:
 # --- the server and the workers (their own processes) ---------------------------------------------------
 
 
-def _serve(control_fd: int, alive_fd: int, complete_fd: int, preload, later) -> None:
+def _serve(control_fd: int, alive_fd: int, preload) -> None:
     """The fork server: imports ``preload``, then forks a worker for each request until Snakemake closes the
-    control socket; then waits for its workers. Once no request came for :data:`LATER_AFTER_IDLE_S` it imports
-    ``later`` and says so on ``complete_fd``; each fork's reply says whether the worker has it. Also answers
-    how a worker ended (it is their parent)."""
+    control socket; then waits for its workers. Also answers how a worker ended (it is their parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the workers stop; this ends with Snakemake
-    for fd in (control_fd, alive_fd, complete_fd):
+    for fd in (control_fd, alive_fd):
         os.set_inheritable(fd, False)  # passed to this process; not to what a job starts
     _preload([*preload, *_metric_modules()])
     garbage_collector.tune()  # its workers inherit it
     control = socket.socket(fileno=control_fd)
     children = set()
     while True:
-        if complete_fd is not None and (not later or not select.select([control], [], [], LATER_AFTER_IDLE_S)[0]):
-            _preload(later)
-            later = ()
-            os.write(complete_fd, b"1")
-            os.close(complete_fd)
-            complete_fd = None
-            continue
         try:
             message, fds, _, _ = socket.recv_fds(control, 64, 1)
         except OSError:
@@ -766,7 +723,7 @@ def _serve(control_fd: int, alive_fd: int, complete_fd: int, preload, later) -> 
                 _work(fds[0], alive_fd)  # never returns
             os.close(fds[0])
             children.add(pid)
-            reply = f"{pid} {0 if later else 1}"
+            reply = str(pid)
         else:  # b"status <pid>"
             pid = int(message.split()[1])
             code = _reap(pid) if pid in children else None

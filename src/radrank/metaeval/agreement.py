@@ -41,26 +41,12 @@ from itertools import combinations
 import numpy as np
 
 from radrank.stats.bootstrap import bootstrap_p_value, percentile_interval, resample_counts, resample_indices
+from radrank.stats.ranks import kendall_tau_b, tied_pairs
 
 AGREEMENT_COLUMNS = ("set", "metric", "label", "measure", "group", "estimate", "ci_lower", "ci_upper", "n",
                      "n_ties", "human_ceiling", "headline")
 COMPARISON_COLUMNS = ("set", "measure", "group", "metric_a", "label_a", "metric_b", "label_b", "delta",
                       "ci_lower", "ci_upper", "p_value", "n_a", "n_b", "n_bootstrap", "level", "seed")
-
-
-def tau_b(x, y) -> float:
-    """Kendall's τ-b (scipy); NaN with fewer than two values or when either side is constant."""
-    from scipy.stats import kendalltau
-
-    x, y = np.asarray(x, dtype="float64"), np.asarray(y, dtype="float64")
-    if x.size < 2 or np.all(x == x[0]) or np.all(y == y[0]):
-        return np.nan
-    return float(kendalltau(x, y).statistic)
-
-
-def _tied_pairs(values: np.ndarray) -> int:
-    _, counts = np.unique(values, return_counts=True)
-    return int((counts * (counts - 1) // 2).sum())
 
 
 class _Resampler:
@@ -92,8 +78,8 @@ class _Resampler:
         return float(point), np.where(np.isfinite(reps), reps, np.nan)
 
     def tau(self, x: np.ndarray, y: np.ndarray, valid: np.ndarray):
-        point = tau_b(x[valid], y[valid])
-        reps = np.array([tau_b(x[idx], y[idx]) for idx in (d[valid[d]] for d in self.item_draws())])
+        point = kendall_tau_b(x[valid], y[valid])
+        reps = np.array([kendall_tau_b(x[idx], y[idx]) for idx in (d[valid[d]] for d in self.item_draws())])
         return point, reps
 
 
@@ -131,7 +117,7 @@ def _ratings_measures(item_set, resampler, case_of_item, leaves_values, set_name
         many = len(target.raters) >= 2
         others = {r: np.mean(np.column_stack([v for q, v in per_rater.items() if q != r]), axis=1)
                   for r in target.raters} if many else {}
-        loro_tau = {r: tau_b(per_rater[r], others[r]) for r in others}
+        loro_tau = {r: kendall_tau_b(per_rater[r], others[r]) for r in others}
         ceiling_tau = float(np.nanmean(list(loro_tau.values()))) if loro_tau else np.nan
 
         pair_sign = np.sign(human[left] - human[right])
@@ -165,12 +151,12 @@ def _ratings_measures(item_set, resampler, case_of_item, leaves_values, set_name
             point, reps = resampler.tau(values, human, valid)
             reps_by_key[leaf_name, tau, "all"] = (point, reps, int(valid.sum()))
             rows.append(_row(set_name, leaf_name, label, tau, "all", point, reps, valid.sum(),
-                             _tied_pairs(values[valid]), ceiling_tau, item_set.headline == tau, level))
+                             tied_pairs(values[valid]), ceiling_tau, item_set.headline == tau, level))
             if many:
                 for r in target.raters:
                     point, reps = resampler.tau(values, per_rater[r], valid)
                     rows.append(_row(set_name, leaf_name, label, tau, f"rater:{r}", point, reps, valid.sum(),
-                                     _tied_pairs(values[valid]), loro_tau[r], False, level))
+                                     tied_pairs(values[valid]), loro_tau[r], False, level))
     return rows, reps_by_key
 
 

@@ -44,7 +44,7 @@ KEYS_FILE = ".content-keys.json"  # in the figures folder: per page, the key it 
 STATE_DIR = ".pages"  # in the figures folder: per page, what the index needs of it (GroupPage without its html)
 DRILL_DOWN_DIR = ".drill-down"  # in the figures folder: per model's files, its drill-down rows (DrillDownMemo)
 LAYOUT = "1"  # what a key covers and how the state is stored: a change rebuilds every page once
-PACKAGES = ("numpy", "pandas", "pyarrow", "scipy", "pillow")
+PACKAGES = ("numpy", "pandas", "pyarrow", "pillow")  # whose versions can change what a page shows
 _BOOKKEEPING = {KEYS_FILE, STATE_DIR, DRILL_DOWN_DIR}
 _KEEP = _BOOKKEEPING | {".snakemake_timestamp"}
 

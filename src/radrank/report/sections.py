@@ -427,8 +427,6 @@ def _comparison_part(group: Group, base: str, level: float, part: Part):
 def kendall_matrix(columns: list, orientation: list) -> np.ndarray:
     """Kendall τ-b between every two of ``columns`` (arrays of equal length), over the positions where both
     are finite; each column multiplied by its orientation (+1 higher is better, −1 lower is better)."""
-    from scipy.stats import kendalltau
-
     k = len(columns)
     tau = np.eye(k)
     data = [np.asarray(c, dtype="float64") * o for c, o in zip(columns, orientation)]
@@ -437,7 +435,7 @@ def kendall_matrix(columns: list, orientation: list) -> np.ndarray:
             ok = np.isfinite(data[i]) & np.isfinite(data[j])
             t = np.nan
             if ok.sum() >= 2:
-                t = kendalltau(data[i][ok], data[j][ok]).statistic
+                t = ranks.kendall_tau_b(data[i][ok], data[j][ok])
             tau[i, j] = tau[j, i] = t
     for i in range(k):
         if np.isfinite(data[i]).sum() < 2 or np.nanstd(data[i]) == 0:
