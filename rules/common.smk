@@ -9,6 +9,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from radrank import jobs, metaeval, metrics, mrscore_jobs, scheduler_timers, score_cache, snakemake_checksums, workers
+from radrank import snakemake_backups
 from radrank import garbage_collector
 from radrank.mrscore_train import config as mrscore_config
 from radrank.errors import RadrankError
@@ -32,6 +33,8 @@ for warning in PLAN.warnings:
     print(f"radrank: warning: {warning}", file=sys.stderr)
 # each input's checksum read once per file version, not once per output of its job (radrank.snakemake_checksums)
 snakemake_checksums.memoise()
+# the update() outputs' backups before a job are hard links, not copies of every model's files (radrank.snakemake_backups)
+snakemake_backups.link_backups()
 # one scheduler wake-up timer waiting at a time, not one more chain per finished job (radrank.scheduler_timers)
 scheduler_timers.one_pending_reevaluation()
 atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
