@@ -4,7 +4,10 @@
 * bleu4 per-sample statistics, per-sample values and corpus value == pycocoevalcap's
   ``BleuScorer(n=4).compute_score(option="closest")`` (1e-12), on all pairs and on subsets;
 * rouge == ``rouge_score.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)`` F-measures (1e-12);
-* the bit-parallel LCS == a plain dynamic programme.
+* the bit-parallel LCS == a plain dynamic programme;
+* the same values with the group's references prepared once and kept between runs
+  (radrank.metrics.prepared.PreparedReferences), which never serves another group's, another code's or a damaged
+  preparation.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from _strict import reference as reference_package
 
 from radrank import metrics
 from radrank.metrics import bleu2, bleu4, rouge
-from radrank.metrics.base import clipped_ngram_matches, distinct_texts
+from radrank.metrics.base import ReferenceGrams, distinct_texts
+from radrank.metrics.prepared import PreparedReferences
 
 fast_bleu = reference_package("fast_bleu")
 bleu_scorer = reference_package("pycocoevalcap.bleu.bleu_scorer")
@@ -399,6 +403,14 @@ def _naive_matches(ref, hyp, max_n):
     return out
 
 
+def clipped_ngram_matches(docs, ref_index, hyp_index, max_n, chunk=1 << 22):
+    """ReferenceGrams' matches of pairs of ``docs`` (a document may be a reference and a hypothesis)."""
+    refs, ref_local = np.unique(np.asarray(ref_index, dtype="int64"), return_inverse=True)
+    hyps, hyp_local = np.unique(np.asarray(hyp_index, dtype="int64"), return_inverse=True)
+    grams = ReferenceGrams([docs[i] for i in refs], max_n)
+    return grams.matches(ref_local, [docs[i] for i in hyps], hyp_local, chunk)
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 1 << 22])
 def test_clipped_ngram_matches_equals_counters(chunk):
     rng = random.Random(chunk)
@@ -411,6 +423,81 @@ def test_clipped_ngram_matches_equals_counters(chunk):
         assert got[p].tolist() == _naive_matches(docs[r], docs[h], 4), p
     assert clipped_ngram_matches([[], []], [0], [1], 2).tolist() == [[0, 0]]
     assert clipped_ngram_matches([["a"]], [], [], 2).shape == (0, 2)
+    # hypothesis tokens and n-grams that no reference has match nothing, however often they repeat
+    grams = ReferenceGrams([["a", "b", "c"]], 3)
+    assert grams.matches([0, 0], [["x", "y", "x", "y"], ["a", "x", "b", "c", "a", "b"]], [0, 1]).tolist() == [
+        [0, 0, 0], [3, 2, 0]]
+
+
+def _library_values(name: str, pairs: list) -> np.ndarray:
+    """The reference library's per-sample values of metric ``name`` (columns as :func:`_our_values`)."""
+    if name == "bleu2":
+        return np.array([[_fast_bleu2(r, h)] for r, h in pairs])
+    if name == "bleu4":
+        _, _, per_sample = _bleu_scorer(pairs)
+        return np.array(per_sample[3])[:, None]
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
+    return np.array([[s[t].fmeasure for t in ("rouge1", "rouge2", "rougeL")] for s in (scorer.score(r, h)
+                                                                                      for r, h in pairs)])
+
+
+def _our_values(name: str, frame, references=None) -> np.ndarray:
+    columns = {"bleu2": ["bleu2"], "bleu4": ["bleu4_sentence"], "rouge": ["rouge1", "rouge2", "rougeL"]}[name]
+    inputs = {} if references is None else {"references": references}
+    return metrics.score(name, frame, inputs=inputs)[columns].to_numpy()
+
+
+# a group: every reference paired with several hypotheses (the varied pairs' and others'), as a leaderboard has
+GROUP_PAIRS = VARIED_PAIRS + [(r, VARIED_PAIRS[(i * 7 + 3) % len(VARIED_PAIRS)][1])
+                              for i, (r, _) in enumerate(VARIED_PAIRS)]
+
+
+@pytest.mark.parametrize("name", ["bleu2", "bleu4", "rouge"])
+def test_references_prepared_once_and_kept_give_the_librarys_values(name, tmp_path):
+    """The group's references are prepared in the first run, kept in its folder and served to the next run (a new
+    PreparedReferences, as a new job has); both runs' values are the reference library's. A pair whose reference
+    is not the group's is scored with its own, prepared on the spot."""
+    group = [r for r, _ in VARIED_PAIRS] + ["Reference of a case no model here answered."]
+    expected = _library_values(name, GROUP_PAIRS)
+    first = PreparedReferences(group, tmp_path)
+    np.testing.assert_allclose(_our_values(name, _frame(GROUP_PAIRS), first), expected, rtol=0, atol=1e-12)
+    assert first.made == [name] and first.served == [] and (tmp_path / f"{name}.pickle").exists()
+    again = PreparedReferences(group, tmp_path)
+    np.testing.assert_allclose(_our_values(name, _frame(GROUP_PAIRS), again), expected, rtol=0, atol=1e-12)
+    assert again.served == [name] and again.made == []
+    outside = GROUP_PAIRS[:5] + [("A reference outside the group's case set.", GROUP_PAIRS[0][1])]
+    np.testing.assert_allclose(_our_values(name, _frame(outside), PreparedReferences(group, tmp_path)),
+                               _library_values(name, outside), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["bleu2", "rouge"])
+def test_a_preparation_of_other_references_or_damaged_is_never_served(name, tmp_path, caplog):
+    """A worse model's hypotheses are the references of another group. That group's preparation, copied into this
+    group's folder (or one prepared by other code, or a damaged file), is not served: the worse model keeps its
+    lower values, the library's, and the better model ranks first."""
+    group = [r for r, _ in VARIED_PAIRS[:30]]
+    better = [(r, r + " Stable.") for r in group]
+    worse = [(r, VARIED_PAIRS[(i + 11) % 30][0]) for i, r in enumerate(group)]  # another case's report
+    other = PreparedReferences([h for _, h in worse], tmp_path / "other")
+    _our_values(name, _frame([(h, h) for _, h in worse]), other)  # prepares the other group's references
+    folder = tmp_path / "group"
+    folder.mkdir()
+    (folder / f"{name}.pickle").write_bytes((tmp_path / "other" / f"{name}.pickle").read_bytes())
+    for attempt in ("copied", "other code", "damaged"):
+        if attempt == "other code":
+            (folder / f"{name}.pickle").write_bytes((tmp_path / "other" / f"{name}.pickle").read_bytes())
+            prepared = PreparedReferences(group, folder)
+            prepared.key = lambda metric: "a key of other code"  # what this code would not compute
+        else:
+            if attempt == "damaged":
+                (folder / f"{name}.pickle").write_bytes(b"\x80\x05 not a pickle")
+            prepared = PreparedReferences(group, folder)
+        values = {model: _our_values(name, _frame(pairs), prepared)[:, 0].mean()
+                  for model, pairs in (("worse", worse), ("better", better))}
+        assert prepared.served == [] and prepared.made == [name], attempt
+        assert values["worse"] == pytest.approx(_library_values(name, worse)[:, 0].mean(), abs=1e-12)
+        assert values["better"] > values["worse"], attempt
+    assert any("unreadable" in r.message for r in caplog.records)
 
 
 def test_distinct_texts_indexes_each_text_once():

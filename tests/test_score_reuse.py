@@ -1,6 +1,7 @@
 """A scoring job keeps the score files whose inputs are unchanged (radrank.score_reuse): a new model pays for its
-own pairs only, for every metric (the lexical ones skip the pair cache); a changed submission, case set or setting
-is scored again; and a model whose file changed cannot keep the scores of its old one."""
+own pairs only, for every metric (the lexical ones skip the pair cache), on the group's references as the first run
+prepared them; a changed submission, case set or setting is scored again; and a model whose file changed cannot keep
+the scores of its old one."""
 
 from __future__ import annotations
 
@@ -51,9 +52,10 @@ class Group:
     def scores(self, model):
         return str(self.root / f"scores/{model}.parquet")
 
-    def run(self, cache, settings=None, digest_memo=None):
+    def run(self, cache, settings=None, digest_memo=None, reference_memo=None):
         (self.root / "pairs").mkdir(exist_ok=True)
-        job = jobs.ScoreGroup.of(self.metric, self.models, settings, cache=cache, digest_memo=digest_memo)
+        job = jobs.ScoreGroup.of(self.metric, self.models, settings, cache=cache, digest_memo=digest_memo,
+                                 reference_memo=reference_memo)
         job.run(jobs.Files(pairs=[str(self.root / f"pairs/{m}.parquet") for m in self.models], cases=self.cases),
                 jobs.Files(scores=[self.scores(m) for m in self.models]))
 
@@ -295,3 +297,30 @@ def test_the_group_remembers_its_pairs_files_digests_and_an_edit_in_place_is_sti
     group.run(cache, digest_memo=memo)
     assert hashed == ["a.parquet"] and scored_rows == ["a"]
     pd.testing.assert_frame_equal(pd.read_parquet(group.scores("a")), group.fresh("a"), check_exact=True)
+
+
+@pytest.mark.parametrize("metric", ["bleu2", "bleu4", "rouge"])
+def test_a_new_model_is_scored_on_the_references_the_first_run_prepared(tmp_path, metric, caplog):
+    """The first run prepares the group's references (its case set's) and keeps them; the next run, which scores a
+    new model, serves them and prepares none; the new model's scores are its fresh ones. A case set with one
+    reference changed is prepared again."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="radrank")
+    (tmp_path / "pairs").mkdir()
+    group, memo = Group(tmp_path, metric=metric), tmp_path / "references"
+    group.run(None, reference_memo=memo)
+    assert (memo / f"{metric}.pickle").exists()
+    assert "4 references prepared and kept for the next run" in caplog.text
+    caplog.clear()
+    group.set_model("d", [f"Model d {j}." for j in range(len(CASE_IDS))])
+    group.run(None, reference_memo=memo)
+    assert "4 references as prepared by an earlier run" in caplog.text and "prepared and kept" not in caplog.text
+    for m in "abcd":
+        pd.testing.assert_frame_equal(pd.read_parquet(group.scores(m)), group.fresh(m), check_exact=True)
+    caplog.clear()
+    frame = pd.read_parquet(group.cases)
+    frame.loc[0, "reference"] = "No acute cardiopulmonary process. Stable."
+    io.write_parquet(frame, group.cases, provenance.record("cases", dataset="d", split="findings"))
+    group.run(None, reference_memo=memo)
+    assert "5 references prepared and kept for the next run" in caplog.text

@@ -39,6 +39,8 @@ ALONE_IN_PROCESS = False
 # a group's file digest memo, relative to the workflow's working directory (Snakemake's own state is beside it);
 # by path, size, mtime, inode and ctime: kept out of results/, whose files are compared across runs and machines
 GROUP_DIGESTS = ".snakemake/radrank/file-digests/{dataset}-{split}.json"
+# where a group's scoring jobs keep its references as each lexical metric prepared them (radrank.metrics.prepared)
+GROUP_REFERENCES = ".snakemake/radrank/references/{dataset}-{split}"
 
 
 FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -392,6 +394,9 @@ class ScoreGroup(Job):
     # where the group's jobs remember the sha256 of the files they key on (radrank.digests.FileDigests), or None:
     # each metric's job of a 101-model group hashed the same 101 pairs files, and the next run hashed them again
     digest_memo: str | None = built()
+    # where the group's references, as the metric prepared them, are kept between runs (None: in the job only):
+    # a new submission's lexical scoring prepared the group's 10,000 references again for its 10,000 pairs
+    reference_memo: str | None = built()
 
     @classmethod
     def from_params(cls, params, config):
@@ -400,19 +405,22 @@ class ScoreGroup(Job):
         job = cls(**dict(params))
         return dataclasses.replace(job, settings=_settings_for(job.metric, job.identity, config),
                                    cache=score_cache.ScoreCache.from_config(config),
-                                   digest_memo=GROUP_DIGESTS.format(dataset=job.dataset, split=job.split))
+                                   digest_memo=GROUP_DIGESTS.format(dataset=job.dataset, split=job.split),
+                                   reference_memo=GROUP_REFERENCES.format(dataset=job.dataset, split=job.split))
 
     @classmethod
     def of(cls, metric: str, models, settings: dict | None = None, *, dataset="d", split="findings", shard=None,
-           cache=None, digest_memo=None):
+           cache=None, digest_memo=None, reference_memo=None):
         """The job with ``settings`` (a ``metric_settings.<metric>`` mapping), outside a workflow run."""
         s = metrics.get(metric).settings(settings or {})
         return cls(metric=metric, identity=metrics.get(metric).identity(s), dataset=dataset, split=split,
-                   models=tuple(models), shard=shard, settings=s, cache=cache, digest_memo=digest_memo)
+                   models=tuple(models), shard=shard, settings=s, cache=cache, digest_memo=digest_memo,
+                   reference_memo=reference_memo)
 
     def run(self, input, output):
         import pandas as pd
 
+        from radrank.metrics.prepared import PreparedReferences
         from radrank.scoring import GroupScores, score_group
 
         metric = metrics.get(self.metric)
@@ -428,14 +436,21 @@ class ScoreGroup(Job):
         paths = dict(zip(self.models, input.pairs))
         # only the columns the metric reads: a group of 100 models holds every model's pairs at once
         pairs = scored_pairs([paths[m] for m in todo], todo, metric.reads, cases)
+        references = None if cases is None else PreparedReferences(
+            cases["reference"], self.reference_memo, packages={metric.name: metric.packages})
         result = score_group(self.metric, self.settings, pairs, shard=self.shard, cache=self.cache,
                              required={req: {m: pd.read_parquet(files[m]) for m in todo}
-                                       for req, files in required.items()}) if todo else GroupScores()
+                                       for req, files in required.items()},
+                             references=references) if todo else GroupScores()
         c = result.counts
         kept = f" ({len(reuse.kept)} kept unchanged, {len(todo)} scored)" if reuse is not None and reuse.kept else ""
         log.info("%s on %s/%s: %d models%s, %d pairs, %d distinct%s", self.metric, self.dataset, self.split,
                  len(self.models), kept, c.get("rows", 0), c.get("distinct", c.get("rows", 0)),
                  f", {c['cached']} from the cache, {c['scored']} scored" if "cached" in c else "")
+        if references is not None and (references.served or references.made):
+            log.info("%s: the group's %d references %s", self.metric, len(references.texts),
+                     "as prepared by an earlier run" if references.served else
+                     f"prepared{' and kept for the next run' if self.reference_memo else ''}")
         if c.get("skipped_packs"):  # each named in a warning above: damaged, edited or foreign packs
             log.warning("%s: %d score cache pack(s) were not served (see the warnings above); their pairs were "
                         "scored again", self.metric, c["skipped_packs"])

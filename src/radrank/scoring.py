@@ -79,13 +79,14 @@ def cache_key(metric, settings, runtime) -> dict:
 
 
 def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | None = None, shard=None,
-                cache=None, runtime=None) -> GroupScores:
+                cache=None, runtime=None, references=None) -> GroupScores:
     """Metric ``name`` over every model of a group (see the module docstring).
 
     ``pairs_by_model``: model -> its pairs table; ``required``: required metric -> model -> its scores (a
     metric that reads other metrics' scores is scored model by model: a cheap combination); ``shard``:
     (index, count) — then only that slice of the distinct keys is scored and returned in ``keys``;
-    ``cache``: a :class:`radrank.score_cache.ScoreCache` (None: no cache).
+    ``cache``: a :class:`radrank.score_cache.ScoreCache` (None: no cache); ``references``: the group's references
+    (:class:`radrank.metrics.prepared.PreparedReferences`), which a lexical metric prepares once.
     """
     import pandas as pd
 
@@ -126,7 +127,7 @@ def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | N
         parts.append(found.rename(columns={"digest": KEY})[[KEY, *metric.columns]])
         models_prov = (namespace.answered_meta or {}).get("models")  # the packs read, not the oldest of all
     if len(todo):
-        scored, models_prov = _score_keys(metric, settings, todo, pairs_by_model, runtime)
+        scored, models_prov = _score_keys(metric, settings, todo, pairs_by_model, runtime, references)
         if namespace is not None:
             keep = metric.cacheable(scored)
             if keep.any():
@@ -144,7 +145,7 @@ def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | N
     return out
 
 
-def _score_keys(metric, settings, todo, pairs_by_model: dict, runtime):
+def _score_keys(metric, settings, todo, pairs_by_model: dict, runtime, references=None):
     """The metric's scores of the distinct pairs ``todo`` (one call in all, or one per corpus when it needs its
     submission's corpus), as ``_key`` + columns, and what it recorded about its models."""
     import pandas as pd
@@ -154,6 +155,8 @@ def _score_keys(metric, settings, todo, pairs_by_model: dict, runtime):
     for corpus_model, part in corpora:
         table = part.drop(columns=[MODEL]).assign(sample_id=part[KEY]).drop(columns=[KEY]).reset_index(drop=True)
         inputs = {"corpus_pairs": pairs_by_model[corpus_model]} if corpus_model is not None else {}
+        if references is not None:
+            inputs["references"] = references
         scored = metrics.score(metric.name, table, settings, inputs, runtime)
         models_prov = models_prov or scored.attrs.pop("models", None)
         frames.append(scored.rename(columns={"sample_id": KEY}))

@@ -296,7 +296,9 @@ def in_pair_chunks(fn, references, hypotheses, size: int | None = None) -> np.nd
     scoring job pairs each reference with every model's hypothesis, model after model, and chunks in that order
     each tokenised and counted every reference again (half of a chunk's texts, and the longer half). Grouped,
     a reference is prepared once per chunk it falls in: at 10 models × 10,000 cases of the synthetic leaderboard
-    BLEU-2 1.9×, BLEU-4 2.5× and ROUGE 1.8× less CPU, the same values (tests/test_lexical.py).
+    BLEU-2 1.9×, BLEU-4 2.5× and ROUGE 1.8× less CPU, the same values (tests/test_lexical.py). In a scoring job the
+    group's references are prepared once for all chunks (:func:`references_of`); the order still keeps each
+    chunk's hypotheses with the few references they share.
     """
     refs, hyps = list(references), list(hypotheses)
     if len(refs) != len(hyps):
@@ -325,68 +327,174 @@ def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.cumsum(step)
 
 
-def clipped_ngram_matches(docs: list, ref_index, hyp_index, max_n: int, chunk: int = 1 << 22) -> np.ndarray:
-    """Clipped n-gram matches of many (reference, hypothesis) pairs at once.
+class ReferenceGrams:
+    """The k-grams (k = 1..``max_n``) of reference documents (token lists), numbered once, with each document's count
+    of each; any hypotheses are then matched against them (:meth:`matches`).
 
-    ``docs`` is a list of token lists; pair p compares ``docs[ref_index[p]]``
-    (reference) with ``docs[hyp_index[p]]`` (hypothesis). Returns an int64 array
-    (n_pairs, max_n) whose column k-1 is Σ_g min(count_hyp(g), count_ref(g)) over
-    the k-grams g — BLEU's clipped matches and ROUGE-N's overlap, with tokens
-    compared exactly as strings.
-
-    Tokens are numbered once (a hash factorisation), k-grams are numbered order
-    by order from (id of the (k-1)-gram, id of the next token), and the
-    per-document gram counts are joined pair by pair with a sorted search: no
-    per-pair Python work.
+    Tokens are numbered by a hash factorisation and k-grams order by order from (id of the (k-1)-gram, id of the next
+    token), so equal k-grams get equal ids, compared exactly as strings. A hypothesis token or k-gram that no
+    reference has gets none: it can match nothing. The references' side is the same whatever hypotheses come, so
+    it is built once for a group's references (:class:`radrank.metrics.prepared.PreparedReferences` keeps it
+    between runs) and a new model pays for its own texts only.
     """
-    import pandas as pd
 
-    ref_index = np.asarray(ref_index, dtype="int64")
-    hyp_index = np.asarray(hyp_index, dtype="int64")
-    n_pairs = len(ref_index)
-    out = np.zeros((n_pairs, max_n), dtype="int64")
-    lengths = np.fromiter((len(d) for d in docs), dtype="int64", count=len(docs))
-    total = int(lengths.sum())
-    if n_pairs == 0 or total == 0:
+    def __init__(self, docs: list, max_n: int, keep_sequences: bool = False):
+        import pandas as pd
+
+        self.max_n = max_n
+        self.lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
+        tokens = _flat(docs, int(self.lengths.sum()))
+        codes, vocabulary = pd.factorize(tokens)
+        codes = codes.astype("int64")
+        self.vocabulary = pd.Index(vocabulary, dtype=object)  # a token's id is its position (object: no string inference)
+        self.codes = codes if keep_sequences else None  # every document's token ids, end to end (:meth:`sequences`)
+        size = len(vocabulary)
+        doc_of, pos = _positions(self.lengths)
+        starts, ids = np.arange(len(tokens), dtype="int64"), codes
+        self.successors = []  # per k >= 2: the keys (k-1)-gram id * size + token id, in k-gram id order
+        self.tables = []  # per k: (sorted keys doc * n_k + k-gram id, the document's count of it, n_k)
+        n_grams = size
+        for k in range(1, max_n + 1):
+            if k > 1:
+                keep = pos[starts] + k <= self.lengths[doc_of[starts]]
+                starts = starts[keep]
+                ids, keys = pd.factorize(ids[keep] * size + codes[starts + k - 1])
+                ids = ids.astype("int64")
+                self.successors.append(pd.Index(keys))  # a k-gram's id is its key's position
+                n_grams = len(keys)
+            table, counts = np.unique(doc_of[starts] * max(n_grams, 1) + ids, return_counts=True)
+            self.tables.append((table, counts.astype("int64"), max(n_grams, 1)))
+
+    def __getstate__(self) -> dict:
+        """What a pickle keeps (:class:`radrank.metrics.prepared.PreparedReferences`): each table as its documents'
+        bounds, gram ids and counts in the narrowest types that hold them (a third of the arrays' bytes)."""
+        tables = []
+        for keys, counts, n_grams in self.tables:
+            bounds = np.searchsorted(keys // n_grams, np.arange(len(self.lengths) + 1, dtype="int64"))
+            tables.append((bounds, _narrow(keys % n_grams), _narrow(counts), n_grams))
+        return {"max_n": self.max_n, "lengths": _narrow(self.lengths), "vocabulary": self.vocabulary.to_numpy(),
+                "codes": None if self.codes is None else _narrow(self.codes),
+                "successors": [index.to_numpy() for index in self.successors], "tables": tables}
+
+    def __setstate__(self, state: dict) -> None:
+        import pandas as pd
+
+        self.max_n = state["max_n"]
+        self.lengths = state["lengths"].astype("int64")
+        self.vocabulary = pd.Index(state["vocabulary"], dtype=object)
+        self.codes = None if state["codes"] is None else state["codes"].astype("int64")
+        self.successors = [pd.Index(keys) for keys in state["successors"]]
+        self.tables = []
+        for bounds, grams, counts, n_grams in state["tables"]:
+            docs = np.repeat(np.arange(len(bounds) - 1, dtype="int64"), np.diff(bounds))
+            self.tables.append((docs * n_grams + grams.astype("int64"), counts.astype("int64"), n_grams))
+
+    def encode(self, docs: list) -> tuple:
+        """(the token ids of ``docs``, end to end: -1 where no reference has the token; their lengths)."""
+        import pandas as pd
+
+        lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
+        tokens = _flat(docs, int(lengths.sum()))
+        if len(tokens) == 0:
+            return np.zeros(0, dtype="int64"), lengths
+        return self.vocabulary.get_indexer(pd.Index(tokens, dtype=object)).astype("int64"), lengths
+
+    def reference_sequences(self, docs: np.ndarray) -> list:
+        """The token ids of reference documents ``docs``, one list each (built with ``keep_sequences``)."""
+        first = np.cumsum(self.lengths) - self.lengths
+        return [self.codes[s: s + n].tolist() for s, n in zip(first[docs].tolist(), self.lengths[docs].tolist())]
+
+    def matches(self, ref_index, hyps, hyp_index, chunk: int = 1 << 22) -> np.ndarray:
+        """Clipped n-gram matches of pairs (reference ``ref_index[p]`` of these, hypothesis ``hyp_index[p]`` of
+        ``hyps``: token lists, or what :meth:`encode` made of them): int64 (n_pairs, max_n), column k-1 =
+        Σ_g min(count_hyp(g), count_ref(g)) over the k-grams g — BLEU's clipped matches and ROUGE-N's overlap. The
+        pairs' (hypothesis, gram) table is joined in chunks of ``chunk`` rows, so that it stays bounded."""
+        ref_index = np.asarray(ref_index, dtype="int64")
+        hyp_index = np.asarray(hyp_index, dtype="int64")
+        codes, lengths = hyps if isinstance(hyps, tuple) else self.encode(hyps)
+        n_pairs, n_docs = len(ref_index), len(lengths)
+        out = np.zeros((n_pairs, self.max_n), dtype="int64")
+        if n_pairs == 0 or len(codes) == 0 or len(self.vocabulary) == 0:
+            return out
+        size = len(self.vocabulary)
+        doc_of, pos = _positions(lengths)
+        starts, ids = np.arange(len(codes), dtype="int64"), codes
+        for k in range(1, self.max_n + 1):
+            if k > 1:
+                keep = pos[starts] + k <= lengths[doc_of[starts]]
+                starts, previous = starts[keep], ids[keep]
+                following = codes[starts + k - 1]
+                ids = np.full(len(starts), -1, dtype="int64")
+                known = (previous >= 0) & (following >= 0)
+                if known.any():
+                    ids[known] = self.successors[k - 2].get_indexer(previous[known] * size + following[known])
+            known = ids >= 0
+            if not known.any():
+                break  # no longer gram is known either
+            table, ref_counts, n_grams = self.tables[k - 1]
+            # per hypothesis its known k-grams and their counts, sorted by (document, gram)
+            keys, counts = np.unique(doc_of[starts[known]] * n_grams + ids[known], return_counts=True)
+            key_doc = keys // n_grams
+            doc_ptr = np.searchsorted(key_doc, np.arange(n_docs + 1, dtype="int64"))
+            per_pair = doc_ptr[hyp_index + 1] - doc_ptr[hyp_index]
+            bounds = np.searchsorted(np.cumsum(per_pair), np.arange(chunk, int(per_pair.sum()) + chunk, chunk),
+                                     side="right")
+            lo = 0
+            for hi in list(bounds) + [n_pairs]:
+                if hi <= lo:
+                    continue
+                rows = np.arange(lo, hi)
+                entries = _expand(doc_ptr[hyp_index[rows]], per_pair[rows])
+                pair_of = np.repeat(rows, per_pair[rows])
+                wanted = ref_index[pair_of] * n_grams + (keys[entries] - key_doc[entries] * n_grams)
+                at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
+                matched = np.minimum(counts[entries], np.where(table[at] == wanted, ref_counts[at], 0))
+                out[lo:hi, k - 1] = np.bincount(pair_of - lo, weights=matched, minlength=hi - lo).astype("int64")
+                lo = hi
         return out
+
+
+def sequences(codes: np.ndarray, lengths: np.ndarray) -> list:
+    """Token ids laid end to end (:meth:`ReferenceGrams.encode`) as one list per document."""
+    return [part.tolist() for part in np.split(codes, np.cumsum(lengths)[:-1])] if len(lengths) else []
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """Non-negative ints in the narrowest unsigned type that holds them (-1 needs int64: kept as it is)."""
+    if len(values) == 0 or values.min() < 0:
+        return values
+    return values.astype(np.min_scalar_type(int(values.max())))
+
+
+def _flat(docs: list, total: int) -> np.ndarray:
     flat = np.empty(total, dtype=object)
     flat[:] = [tok for doc in docs for tok in doc]
-    token_ids = pd.factorize(flat)[0].astype("int64")
-    vocab = int(token_ids.max()) + 1
-    doc_of = np.repeat(np.arange(len(docs), dtype="int64"), lengths)
-    first = np.cumsum(lengths) - lengths
-    pos = np.arange(total, dtype="int64") - first[doc_of]  # position of each token in its document
+    return flat
 
-    gram_start = np.arange(total, dtype="int64")  # k-grams by flat start index
-    gram_ids = token_ids
-    n_docs = len(docs)
-    for k in range(1, max_n + 1):
-        if k > 1:
-            keep = pos[gram_start] + k <= lengths[doc_of[gram_start]]
-            gram_start = gram_start[keep]
-            if gram_start.size == 0:
-                break
-            gram_ids = pd.factorize(gram_ids[keep] * vocab + token_ids[gram_start + k - 1])[0].astype("int64")
-        n_grams = int(gram_ids.max()) + 1
-        # Per-document counts of each k-gram, sorted by (document, gram).
-        keys, counts = np.unique(doc_of[gram_start] * n_grams + gram_ids, return_counts=True)
-        key_doc = keys // n_grams
-        doc_ptr = np.searchsorted(key_doc, np.arange(n_docs + 1, dtype="int64"))
-        per_pair = doc_ptr[hyp_index + 1] - doc_ptr[hyp_index]  # distinct k-grams of each hypothesis
-        # Pairs in chunks, so the expanded (pair, hypothesis gram) table stays bounded.
-        bounds = np.searchsorted(np.cumsum(per_pair), np.arange(chunk, int(per_pair.sum()) + chunk, chunk),
-                                 side="right")
-        lo = 0
-        for hi in list(bounds) + [n_pairs]:
-            if hi <= lo:
-                continue
-            rows = np.arange(lo, hi)
-            entries = _expand(doc_ptr[hyp_index[rows]], per_pair[rows])
-            pair_of = np.repeat(rows, per_pair[rows])
-            wanted = ref_index[pair_of] * n_grams + (keys[entries] - key_doc[entries] * n_grams)
-            at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-            ref_counts = np.where(keys[at] == wanted, counts[at], 0)
-            matched = np.minimum(counts[entries], ref_counts)
-            out[lo:hi, k - 1] = np.bincount(pair_of - lo, weights=matched, minlength=hi - lo).astype("int64")
-            lo = hi
-    return out
+
+def _positions(lengths: np.ndarray) -> tuple:
+    """(the document of each token, its position there) of documents of these lengths, laid end to end."""
+    doc_of = np.repeat(np.arange(len(lengths), dtype="int64"), lengths)
+    first = np.cumsum(lengths) - lengths
+    return doc_of, np.arange(int(lengths.sum()), dtype="int64") - first[doc_of]
+
+
+def references_of(references: list, prepared, build) -> tuple:
+    """(a :class:`ReferenceGrams` holding ``references``, each reference's document there): ``prepared`` — a group's
+    references prepared once, (ReferenceGrams, {text: document}) — when it holds every one of them, else
+    ``build(texts)`` of their distinct texts, here."""
+    if prepared is not None:
+        grams, document = prepared
+        try:
+            return grams, np.fromiter((document[t] for t in references), dtype="int64", count=len(references))
+        except KeyError:  # a reference outside the group's case set (none in the workflow): prepared here
+            pass
+    texts, index = distinct(references)
+    return build(texts), index
+
+
+def prepared_references(inputs: dict, name: str, build):
+    """The group's references prepared by ``build`` for metric ``name`` (:class:`radrank.metrics.prepared.
+    PreparedReferences`, which the scoring job passes as ``inputs["references"]``), or None outside a group."""
+    references = inputs.get("references")
+    return None if references is None else references.prepared(name, build)

@@ -10,7 +10,7 @@ exp(1 − r/c). One reference per sample.
 Written here rather than calling fast-bleu per pair because building a fast-bleu
 object per sample dominates its cost: each distinct text is tokenised once and
 the clipped matches of all pairs are counted together
-(:func:`radrank.metrics.base.clipped_ngram_matches`). :func:`sentence_bleu2` is
+(:class:`radrank.metrics.base.ReferenceGrams`). :func:`sentence_bleu2` is
 the same arithmetic for one pair. tests/test_lexical.py checks equality with
 fast-bleu to 1e-9.
 """
@@ -22,8 +22,8 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import (BoardColumn, Metric, Resources, clipped_ngram_matches, distinct_texts,
-                                  in_pair_chunks, mean_leaf)
+from radrank.metrics.base import (BoardColumn, Metric, ReferenceGrams, Resources, distinct, in_pair_chunks,
+                                  mean_leaf, prepared_references, references_of)
 
 _EPSILON = 0.1  # fast-bleu smoothing method 1
 _WEIGHTS = (0.5, 0.5)
@@ -85,17 +85,25 @@ def score_arrays(ref_len, hyp_len, matches) -> np.ndarray:
     return np.where((c == 0) | (matches[:, 0] == 0), 0.0, value)
 
 
-def score_texts(references, hypotheses) -> list[float]:
+def prepare(texts) -> ReferenceGrams:
+    """References' tokens, unigrams and bigrams, numbered (:class:`radrank.metrics.base.ReferenceGrams`)."""
+    return ReferenceGrams([tokens(t) for t in texts], 2)
+
+
+def score_texts(references, hypotheses, prepared=None) -> list[float]:
     """BLEU-2 of each (reference, hypothesis) pair.
 
-    Each distinct text is tokenised once; clipped matches of all pairs come from
-    :func:`radrank.metrics.base.clipped_ngram_matches` (no per-pair Python work).
+    Each distinct text is tokenised once (a reference, once per group when ``prepared``: see
+    :func:`radrank.metrics.base.references_of`); clipped matches of all pairs come from
+    :meth:`radrank.metrics.base.ReferenceGrams.matches` (no per-pair Python work).
     """
-    texts, ref_index, hyp_index = distinct_texts(references, hypotheses)
-    docs = [tokens(t) for t in texts]
-    lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
-    matches = clipped_ngram_matches(docs, ref_index, hyp_index, 2)
-    return score_arrays(lengths[ref_index], lengths[hyp_index], matches).tolist()
+    if len(references) != len(hypotheses):
+        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
+    grams, ref_index = references_of(references, prepared, prepare)
+    texts, hyp_index = distinct(hypotheses)
+    hyps = grams.encode([tokens(t) for t in texts])
+    matches = grams.matches(ref_index, hyps, hyp_index)
+    return score_arrays(grams.lengths[ref_index], hyps[1][hyp_index], matches).tolist()
 
 
 class BLEU2(Metric):
@@ -112,7 +120,9 @@ class BLEU2(Metric):
     def score(self, pairs, settings, inputs, runtime):
         import pandas as pd
 
-        values = in_pair_chunks(score_texts, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+        prepared = prepared_references(inputs, self.name, prepare)
+        values = in_pair_chunks(lambda refs, hyps: score_texts(refs, hyps, prepared), pairs["reference"].tolist(),
+                                pairs["hypothesis"].tolist())
         return pd.DataFrame({"sample_id": pairs["sample_id"].to_numpy(),
                              "bleu2": np.asarray(values, dtype="float64")})
 

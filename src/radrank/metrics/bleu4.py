@@ -16,7 +16,8 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import Leaf, Metric, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks
+from radrank.metrics.base import (Leaf, Metric, ReferenceGrams, Resources, distinct, in_pair_chunks, prepared_references,
+                                  references_of)
 
 N = 4
 TINY = 1e-15
@@ -71,18 +72,25 @@ def sentence_bleu(stats: np.ndarray) -> np.ndarray:
     return corpus_bleu(stats)
 
 
-def statistics_table(references, hypotheses) -> np.ndarray:
+def prepare(texts) -> ReferenceGrams:
+    """References split on whitespace, their 1- to 4-grams numbered (:class:`radrank.metrics.base.ReferenceGrams`)."""
+    return ReferenceGrams([t.split() for t in texts], N)
+
+
+def statistics_table(references, hypotheses, prepared=None) -> np.ndarray:
     """Per-sample :data:`STATS` of all pairs, int64 (n, len(STATS)).
 
-    Each distinct text is split once and the clipped matches of all pairs are
-    counted together (:func:`radrank.metrics.base.clipped_ngram_matches`);
-    row by row this equals :func:`statistics`.
+    Each distinct text is split once (a reference, once per group when ``prepared``: see
+    :func:`radrank.metrics.base.references_of`) and the clipped matches of all pairs are counted together
+    (:meth:`radrank.metrics.base.ReferenceGrams.matches`); row by row this equals :func:`statistics`.
     """
-    texts, ref_index, hyp_index = distinct_texts(references, hypotheses)
-    docs = [t.split() for t in texts]
-    lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
-    testlen, reflen = lengths[hyp_index], lengths[ref_index]
-    correct = clipped_ngram_matches(docs, ref_index, hyp_index, N)
+    if len(references) != len(hypotheses):
+        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
+    grams, ref_index = references_of(references, prepared, prepare)
+    texts, hyp_index = distinct(hypotheses)
+    hyps = grams.encode([t.split() for t in texts])
+    testlen, reflen = hyps[1][hyp_index], grams.lengths[ref_index]
+    correct = grams.matches(ref_index, hyps, hyp_index)
     guess = np.maximum(0, testlen[:, None] - np.arange(N)[None, :])
     return np.column_stack([correct, guess, testlen, reflen]).astype("int64").reshape(len(testlen), len(STATS))
 
@@ -100,7 +108,9 @@ class BLEU4(Metric):
     def score(self, pairs, settings, inputs, runtime):
         import pandas as pd
 
-        stats = in_pair_chunks(statistics_table, pairs["reference"].tolist(), pairs["hypothesis"].tolist())
+        prepared = prepared_references(inputs, self.name, prepare)
+        stats = in_pair_chunks(lambda refs, hyps: statistics_table(refs, hyps, prepared), pairs["reference"].tolist(),
+                               pairs["hypothesis"].tolist())
         out = pd.DataFrame(stats, columns=list(STATS))
         out.insert(0, "bleu4_sentence", sentence_bleu(stats))
         out.insert(0, "sample_id", pairs["sample_id"].to_numpy())

@@ -3,7 +3,7 @@
 Tokenisation is rouge-score's ``tokenize`` with nltk's Porter stemmer, each
 token's outcome memoised (:func:`tokenizer`: the stemmer is the cost, and report
 vocabularies are small); each distinct text is tokenised once per job. ROUGE-1/2 overlaps of all
-pairs are counted together (:func:`radrank.metrics.base.clipped_ngram_matches`)
+pairs are counted together (:class:`radrank.metrics.base.ReferenceGrams`)
 and turned into F-measures with rouge-score's arithmetic. ROUGE-L needs only
 the LCS length, computed here with a bit-parallel algorithm (Allison–Dix /
 Hyyrö) instead of rouge-score's O(n·m) Python table; tests/test_lexical.py checks equality with
@@ -16,7 +16,8 @@ import threading
 
 import numpy as np
 
-from radrank.metrics.base import Metric, Resources, clipped_ngram_matches, distinct_texts, in_pair_chunks, mean_leaf
+from radrank.metrics.base import (Metric, ReferenceGrams, Resources, distinct, in_pair_chunks, mean_leaf,
+                                  prepared_references, references_of, sequences)
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -177,20 +178,30 @@ def tokenizer():
     return tokenize_text
 
 
-def score_texts(references, hypotheses, tokenize=None) -> np.ndarray:
+def prepare(texts, tokenize=None) -> ReferenceGrams:
+    """References tokenised as rouge-score does, their unigrams and bigrams numbered
+    (:class:`radrank.metrics.base.ReferenceGrams`)."""
+    tokenize = tokenize or tokenizer()
+    return ReferenceGrams([tokenize(t) for t in texts], 2, keep_sequences=True)  # ROUGE-L reads them
+
+
+def score_texts(references, hypotheses, tokenize=None, prepared=None) -> np.ndarray:
     """(n, 3) array of ROUGE-1, ROUGE-2 and ROUGE-L F-measures of each (reference, hypothesis) pair.
 
-    Each distinct text is tokenised once; ROUGE-1/2 overlaps of all pairs come
-    from :func:`radrank.metrics.base.clipped_ngram_matches` (the multiset
-    intersection rouge-score sums), and the LCS of each distinct pair of texts
-    is computed once, reusing the bit masks of the longer text.
+    Each distinct text is tokenised once (a reference, once per group when ``prepared``: see
+    :func:`radrank.metrics.base.references_of`); ROUGE-1/2 overlaps of all pairs come from
+    :meth:`radrank.metrics.base.ReferenceGrams.matches` (the multiset intersection rouge-score sums), and the LCS
+    of each distinct pair of texts is computed once, on token ids, reusing the bit masks of the longer text (a
+    hypothesis token no reference has is -1: it matches none of the reference's).
     """
-    texts, ref_index, hyp_index = distinct_texts(references, hypotheses)
+    if len(references) != len(hypotheses):
+        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
     tokenize = tokenize or tokenizer()
-    docs = [tokenize(t) for t in texts]
-    lengths = np.fromiter(map(len, docs), dtype="int64", count=len(docs))
-    ref_len, hyp_len = lengths[ref_index], lengths[hyp_index]
-    overlap = clipped_ngram_matches(docs, ref_index, hyp_index, 2)
+    grams, ref_index = references_of(references, prepared, lambda texts: prepare(texts, tokenize))
+    texts, hyp_index = distinct(hypotheses)
+    hyps = grams.encode([tokenize(t) for t in texts])
+    ref_len, hyp_len = grams.lengths[ref_index], hyps[1][hyp_index]
+    overlap = grams.matches(ref_index, hyps, hyp_index)
     out = np.zeros((len(ref_index), 3))
     for n in (1, 2):
         # rouge_score._score_ngrams: precision = overlap / max(#hyp n-grams, 1), recall likewise.
@@ -200,19 +211,23 @@ def score_texts(references, hypotheses, tokenize=None) -> np.ndarray:
 
     # ROUGE-L: LCS per distinct (reference, hypothesis) pair; 0 when either side has no token.
     lcs = np.zeros(len(ref_index), dtype="int64")
-    masks: dict[int, dict] = {}
+    used = np.unique(ref_index)
+    ref_docs = dict(zip(used.tolist(), grams.reference_sequences(used)))
+    hyp_docs = sequences(*hyps)
+    masks: dict[tuple, dict] = {}
     done: dict[tuple, int] = {}
-    lens = lengths.tolist()
+    ref_lens, hyp_lens = grams.lengths.tolist(), hyps[1].tolist()
     for p, (r, h) in enumerate(zip(ref_index.tolist(), hyp_index.tolist())):
-        if not lens[r] or not lens[h]:
+        n_r, n_h = ref_lens[r], hyp_lens[h]
+        if not n_r or not n_h:
             continue
         got = done.get((r, h))
         if got is None:
-            a, b = (r, h) if lens[r] >= lens[h] else (h, r)
-            m = masks.get(a)
+            longer, n_a, b = (("r", r), n_r, hyp_docs[h]) if n_r >= n_h else (("h", h), n_h, ref_docs[r])
+            m = masks.get(longer)
             if m is None:
-                m = masks[a] = _masks(docs[a])
-            got = done[(r, h)] = _lcs_bits(m, lens[a], docs[b])
+                m = masks[longer] = _masks(ref_docs[r] if longer[0] == "r" else hyp_docs[h])
+            got = done[(r, h)] = _lcs_bits(m, n_a, b)
         lcs[p] = got
     valid = (ref_len > 0) & (hyp_len > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -236,8 +251,9 @@ class ROUGE(Metric):
         import pandas as pd
 
         tokenize = tokenizer()  # one stemmer memo for every chunk
-        values = in_pair_chunks(lambda refs, hyps: score_texts(refs, hyps, tokenize), pairs["reference"].tolist(),
-                                pairs["hypothesis"].tolist())
+        prepared = prepared_references(inputs, self.name, lambda texts: prepare(texts, tokenize))
+        values = in_pair_chunks(lambda refs, hyps: score_texts(refs, hyps, tokenize, prepared),
+                                pairs["reference"].tolist(), pairs["hypothesis"].tolist())
         out = pd.DataFrame(values, columns=list(ROUGE_TYPES), dtype="float64")
         out.insert(0, "sample_id", pairs["sample_id"].to_numpy())
         return out
