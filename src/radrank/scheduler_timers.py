@@ -47,12 +47,10 @@ def cancel_scheduler_timers() -> int:
 def one_pending_reevaluation() -> bool:
     """Make ``JobScheduler._schedule_reevalutation`` start a timer only when none of the scheduler's is waiting
     (idempotent). False where this Snakemake has no such method: then nothing is changed."""
-    from radrank.snakemake_checksums import unpatched
+    from radrank.snakemake_checksums import patch
 
-    found = unpatched("snakemake.scheduling.job_scheduler", "JobScheduler", "_schedule_reevalutation", _MARK)
-    if found is None or found[1] is None:  # no such method, or patched already
-        return found is not None
-    JobScheduler, original = found
+    def make(original):
+        return _schedule_reevalutation  # in its place: Snakemake's is never called
 
     def _schedule_reevalutation(self, delay) -> None:
         with _LOCK:
@@ -69,7 +67,4 @@ def one_pending_reevaluation() -> bool:
         setattr(timer, _MARK, True)
         timer.start()
 
-    _schedule_reevalutation.__doc__ = original.__doc__
-    setattr(_schedule_reevalutation, _MARK, True)
-    JobScheduler._schedule_reevalutation = _schedule_reevalutation
-    return True
+    return patch("snakemake.scheduling.job_scheduler", "JobScheduler", "_schedule_reevalutation", _MARK, make)

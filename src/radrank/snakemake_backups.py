@@ -20,7 +20,7 @@ import os
 import shutil
 from pathlib import Path
 
-from radrank.snakemake_checksums import unpatched
+from radrank.snakemake_checksums import patch
 
 _MARK = "_radrank_linked_backup"
 
@@ -28,25 +28,19 @@ _MARK = "_radrank_linked_backup"
 def link_backups() -> bool:
     """Hard-link Snakemake's backups of ``update()`` outputs in this process (idempotent). False where this
     Snakemake has no such method (then nothing is changed: backups are copies, as slow as they were)."""
-    found = unpatched("snakemake.persistence", "FileBackupMixin", "backup_output", _MARK)
-    if found is None:
-        return False
-    mixin, original = found
-    if original is None:
-        return True
 
-    def backup_output(self, path: Path) -> None:
-        backup_path = self._get_backup_path(path)
-        try:
-            link_copy(Path(path), backup_path)
-        except OSError:
-            _remove(backup_path)  # what a link that failed half-way left
-            original(self, path)
+    def make(original):
+        def backup_output(self, path: Path) -> None:
+            backup_path = self._get_backup_path(path)
+            try:
+                link_copy(Path(path), backup_path)
+            except OSError:
+                _remove(backup_path)  # what a link that failed half-way left
+                original(self, path)
 
-    backup_output.__doc__ = original.__doc__
-    setattr(backup_output, _MARK, True)
-    mixin.backup_output = backup_output
-    return True
+        return backup_output
+
+    return patch("snakemake.persistence", "FileBackupMixin", "backup_output", _MARK, make)
 
 
 def link_copy(path: Path, backup_path: Path) -> None:

@@ -41,6 +41,21 @@ def unpatched(module: str, class_name: str, method: str, mark: str):
     return cls, (None if getattr(original, mark, False) else original)
 
 
+def patch(module: str, class_name: str, method: str, mark: str, make) -> bool:
+    """Replace Snakemake's ``method`` of ``class_name`` by ``make(the original)`` (idempotent: a method carrying
+    ``mark`` is left as it is). False where this Snakemake has no such method (then nothing is changed)."""
+    found = unpatched(module, class_name, method, mark)
+    if found is None:
+        return False
+    cls, original = found
+    if original is not None:
+        replacement = make(original)
+        replacement.__doc__ = original.__doc__
+        setattr(replacement, mark, True)
+        setattr(cls, method, replacement)
+    return True
+
+
 def memoise() -> bool:
     """Memoise ``snakemake.io._IOFile.checksum`` in this process (idempotent). False where this Snakemake
     has no such method (then nothing is changed: checksums are as slow as they were, never wrong)."""
