@@ -347,7 +347,7 @@ class ReferenceGrams:
         codes, vocabulary = pd.factorize(tokens)
         codes = codes.astype("int64")
         self.vocabulary = pd.Index(vocabulary, dtype=object)  # a token's id is its position (object: no string inference)
-        self.codes = codes if keep_sequences else None  # every document's token ids, end to end (:meth:`sequences`)
+        self.codes = codes if keep_sequences else None  # token ids end to end (:meth:`reference_sequences`)
         size = len(vocabulary)
         doc_of, pos = _positions(self.lengths)
         starts, ids = np.arange(len(tokens), dtype="int64"), codes
