@@ -311,11 +311,11 @@ def test_a_new_model_is_scored_on_the_references_the_first_run_prepared(tmp_path
     group, memo = Group(tmp_path, metric=metric), tmp_path / "references"
     group.run(None, reference_memo=memo)
     assert (memo / f"{metric}.pickle").exists()
-    assert "4 references prepared and kept for the next run" in caplog.text
+    assert "the group's 4 references, prepared once for every model: made here 1, from an earlier run 0" in caplog.text
     caplog.clear()
     group.set_model("d", [f"Model d {j}." for j in range(len(CASE_IDS))])
     group.run(None, reference_memo=memo)
-    assert "4 references as prepared by an earlier run" in caplog.text and "prepared and kept" not in caplog.text
+    assert "the group's 4 references, prepared once for every model: made here 0, from an earlier run 1" in caplog.text
     for m in "abcd":
         pd.testing.assert_frame_equal(pd.read_parquet(group.scores(m)), group.fresh(m), check_exact=True)
     caplog.clear()
@@ -323,4 +323,4 @@ def test_a_new_model_is_scored_on_the_references_the_first_run_prepared(tmp_path
     frame.loc[0, "reference"] = "No acute cardiopulmonary process. Stable."
     io.write_parquet(frame, group.cases, provenance.record("cases", dataset="d", split="findings"))
     group.run(None, reference_memo=memo)
-    assert "5 references prepared and kept for the next run" in caplog.text
+    assert "the group's 5 references, prepared once for every model: made here 1, from an earlier run 0" in caplog.text

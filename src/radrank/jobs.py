@@ -436,8 +436,8 @@ class ScoreGroup(Job):
         paths = dict(zip(self.models, input.pairs))
         # only the columns the metric reads: a group of 100 models holds every model's pairs at once
         pairs = scored_pairs([paths[m] for m in todo], todo, metric.reads, cases)
-        references = None if cases is None else PreparedReferences(
-            cases["reference"], self.reference_memo, packages={metric.name: metric.packages})
+        references = PreparedReferences(cases["reference"], self.reference_memo, packages={
+            metric.name: metric.packages}) if cases is not None and metric.prepares_references else None
         result = score_group(self.metric, self.settings, pairs, shard=self.shard, cache=self.cache,
                              required={req: {m: pd.read_parquet(files[m]) for m in todo}
                                        for req, files in required.items()},
@@ -447,10 +447,10 @@ class ScoreGroup(Job):
         log.info("%s on %s/%s: %d models%s, %d pairs, %d distinct%s", self.metric, self.dataset, self.split,
                  len(self.models), kept, c.get("rows", 0), c.get("distinct", c.get("rows", 0)),
                  f", {c['cached']} from the cache, {c['scored']} scored" if "cached" in c else "")
-        if references is not None and (references.served or references.made):
-            log.info("%s: the group's %d references %s", self.metric, len(references.texts),
-                     "as prepared by an earlier run" if references.served else
-                     f"prepared{' and kept for the next run' if self.reference_memo else ''}")
+        if references is not None:  # the same line whether or not the pairs needed them (all from the cache)
+            log.info("%s: the group's %d references, prepared once for every model: made here %d, from an earlier run "
+                     "%d%s", self.metric, len(references.texts), len(references.made), len(references.served),
+                     f" (kept in {self.reference_memo})" if self.reference_memo else "")
         if c.get("skipped_packs"):  # each named in a warning above: damaged, edited or foreign packs
             log.warning("%s: %d score cache pack(s) were not served (see the warnings above); their pairs were "
                         "scored again", self.metric, c["skipped_packs"])

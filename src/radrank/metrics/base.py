@@ -15,6 +15,8 @@ A metric is an instance of a :class:`Metric` subclass, in one module, registered
 * ``packages`` (versions recorded in provenance), ``version`` (bumped when radrank's implementation
   changes numbers), ``board`` (its leaderboard columns) and ``explained_by`` (columns the report's
   drill-down reads for :meth:`Metric.explain`);
+* ``prepares_references`` — a lexical metric that reads the group's references as prepared once
+  (``inputs["references"]``: :func:`prepared_references`);
 
 and answers, for a :class:`Settings` instance ``s``: :meth:`env`, :meth:`gpus`, :meth:`resources`,
 :meth:`weights` (what it will load: the workflow checks exactly these before anything starts, the
@@ -180,6 +182,8 @@ class Metric:
     # keep per-pair scores in the score cache (False: recomputing is cheaper); even counting n-grams costs more than
     # a lookup (benchmarks/lexical_cache.py)
     cache_scores: ClassVar[bool] = True
+    # the scoring job gives it the group's references (inputs["references"]), which it prepares once per group
+    prepares_references: ClassVar[bool] = False
 
     def __repr__(self):
         return f"<metric {self.name}>"

@@ -110,6 +110,7 @@ class BLEU2(Metric):
     name = "bleu2"
     description = "BLEU-2 per report, ReXrank's bleu_score (fast-bleu semantics), mean over reports"
     family = "core"
+    prepares_references = True
     columns = ("bleu2",)
     leaves = (mean_leaf("bleu2", "BLEU"),)
     # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs

@@ -99,6 +99,7 @@ class BLEU4(Metric):
     name = "bleu4"
     description = "Corpus BLEU-4 (RadEval / pycocoevalcap BleuScorer), recomputed from per-sample n-gram statistics"
     family = "core"
+    prepares_references = True
     columns = ("bleu4_sentence",) + STATS
     leaves = (Leaf(name="bleu4", label="BLEU-4", stats=STATS, corpus=corpus_bleu),)
     # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs

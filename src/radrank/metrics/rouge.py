@@ -240,6 +240,7 @@ class ROUGE(Metric):
     name = "rouge"
     description = "ROUGE-1/2/L F-measure (rouge-score, Porter stemming), mean over reports"
     family = "core"
+    prepares_references = True
     columns = ROUGE_TYPES
     leaves = (mean_leaf("rouge1", "ROUGE-1"), mean_leaf("rouge2", "ROUGE-2"), mean_leaf("rougeL", "ROUGE-L"))
     # Measured (benchmarks/memory.py): the core batch job (bleu2, bleu4, rouge) on 100,000 distinct pairs
