@@ -9,9 +9,10 @@ at 20 models × 10,000 cases some 300 files (25 MB), at 100 models five times th
 :func:`link_backups` makes the backup a hard link of each file instead (a folder: a tree of links), which costs a
 directory entry, not the bytes. It holds the bytes as they were because no job of this workflow writes a file in
 place: every output is written to a temporary file renamed over the old one (:func:`radrank.io.atomic_path`), which
-leaves the old file — the backup — as it was, and a file removed loses only its own name. Snakemake's restore, on
-a failure, copies the backup back as before. Where a link cannot be made (another file system, one without hard
-links) the backup is Snakemake's copy, as before.
+leaves the old file — the backup — as it was, and a file removed loses only its own name. What Snakemake does with
+a backup when the job fails is unchanged (9.27 does not restore a failed ``run:`` job's outputs from it, links or
+copies alike: it removes them, as any failed job's). Where a link cannot be made (another file system, one without
+hard links) the backup is Snakemake's copy, as before.
 """
 
 from __future__ import annotations

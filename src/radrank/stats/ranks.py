@@ -141,7 +141,8 @@ def _inversions(values: np.ndarray) -> int:
     width = _BASE
     while width < size:
         halves = merged.reshape(-1, 2, width)
-        offset = np.arange(len(halves), dtype="int64")[:, None] * top  # keeps each block's keys apart
+        # keeps each block's keys apart, its padding (top) included: no key reaches the next block's
+        offset = np.arange(len(halves), dtype="int64")[:, None] * (top + 1)
         left = (halves[:, 0, :] + offset).ravel()
         not_greater = np.searchsorted(left, halves[:, 1, :] + offset, side="right")
         total += int((width * np.arange(1, len(halves) + 1, dtype="int64")[:, None] - not_greater).sum())
