@@ -9,7 +9,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from radrank import jobs, metaeval, metrics, mrscore_jobs, scheduler_timers, score_cache, snakemake_checksums, workers
-from radrank import snakemake_backups
+from radrank import snakemake_backups, snakemake_exit
 from radrank import garbage_collector
 from radrank.mrscore_train import config as mrscore_config
 from radrank.errors import RadrankError
@@ -37,6 +37,8 @@ snakemake_checksums.memoise()
 snakemake_backups.link_backups()
 # one scheduler wake-up timer waiting at a time, not one more chain per finished job (radrank.scheduler_timers)
 scheduler_timers.one_pending_reevaluation()
+# the process ends without its interpreter's teardown of every module and object (radrank.snakemake_exit)
+snakemake_exit.install()
 atexit.register(PLAN.digests.save)  # the files hashed for this DAG are not read again until they change
 # one id for the run's jobs (they inherit it, on SLURM too): `radrank cache info` shows the last run's hit rates
 os.environ.setdefault(score_cache.RUN_ENV_VAR, score_cache.new_run_id())

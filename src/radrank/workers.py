@@ -700,7 +700,8 @@ def _remove_outputs(paths) -> None:
 
 def _serve(control_fd: int, alive_fd: int, preload) -> None:
     """The fork server: imports ``preload``, then forks a worker for each request until Snakemake closes the
-    control socket; then waits for its workers. Also answers how a worker ended (it is their parent)."""
+    control socket; then waits for its workers and ends the process. Also answers how a worker ended (it is their
+    parent)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C: the workers stop; this ends with Snakemake
     for fd in (control_fd, alive_fd):
         os.set_inheritable(fd, False)  # passed to this process; not to what a job starts
@@ -732,6 +733,11 @@ def _serve(control_fd: int, alive_fd: int, preload) -> None:
         control.send(reply.encode())
     for pid in children:
         _reap(pid, timeout=None)
+    # ended without the interpreter's teardown of what it imported (a third of a CPU-second, which Snakemake's exit
+    # would wait for): nothing of this process's is left to write
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _metric_modules() -> list:
