@@ -47,6 +47,8 @@ SMOKE = [
      [rf"^\s+this checkout\s+{NUMBER} CPU-s", rf"goal <= 2 s: (met|NOT met)"]),
     ("add_model.py", ["--models", "2", "--cases", "20"],
      [rf"^\s+add one model = {NUMBER} % of the full run's CPU", rf"^\s+floor: the no-op rerun's {NUMBER} s CPU"]),
+    ("teardown.py", ["--repeat", "1"],
+     [r"^Snakemake's process \(", rf"^\s+ratio: wall x{NUMBER}, CPU x{NUMBER} \(-?{NUMBER} CPU-s less per process\)"]),
     ("overhead.py", ["--models", "3", "--cases", "20"],
      [rf"^wall --cores 1 / --cores 2: {NUMBER}", rf"^work, replayed in one process: {NUMBER} s CPU"]),
 ]

@@ -123,3 +123,60 @@ def test_exit_status_is_the_interpreters(status, code):
     proc = subprocess.run([sys.executable, "-c", f"import sys; sys.exit({status!r})"], capture_output=True, text=True)
     assert proc.returncode == code
     assert snakemake_exit.exit_status(status) == code
+
+
+# A rule script as scripts/score.py is: its job (here one of its own) run by radrank.jobs.run_script, which then
+# ends the process; the job fails when FAIL=1 (a JobFailed: status 1 after its line is logged).
+SCRIPT = textwrap.dedent(f"""
+    import atexit, os, sys
+    sys.path.insert(0, {str(SRC)!r})
+    sys.path.insert(0, os.getcwd())
+    import teardown_probe  # noqa: F401
+    from radrank import jobs
+
+    atexit.register(lambda: open("atexit.txt", "w").write("ran"))
+    UNCLOSED = open("unclosed.txt", "w")
+    UNCLOSED.write("every byte")
+
+    class Job:
+        @classmethod
+        def from_params(cls, params, config):
+            return cls()
+
+        def run(self, input, output):
+            if os.environ.get("FAIL") == "1":
+                raise RuntimeError("the job fails")
+            open(output[0], "w").write("done")
+
+    jobs.run_script(snakemake, Job)
+""")
+
+SCRIPT_SNAKEFILE = textwrap.dedent("""
+    rule all:
+        input: "out.txt"
+
+    rule job:
+        output: "out.txt"
+        log: "job.log"
+        params: job={}
+        script: "job.py"
+""")
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_a_rule_script_ends_as_at_a_normal_exit_less_the_teardown(tmp_path, fail):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "Snakefile").write_text(SCRIPT_SNAKEFILE)
+    (work / "job.py").write_text(SCRIPT)
+    (work / "teardown_probe.py").write_text(PROBE)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-s", "Snakefile"], cwd=work,
+                          env={**os.environ, "FAIL": "1" if fail else "0"}, capture_output=True, text=True,
+                          timeout=300)
+    files = {p.name: p.read_text() for p in sorted(work.glob("*.txt"))}
+    assert proc.returncode == (1 if fail else 0), proc.stdout + proc.stderr
+    assert files.get("atexit.txt") == "ran" and files.get("unclosed.txt") == "every byte", files
+    assert "teardown.txt" not in files  # the script's process was not torn down
+    assert ("out.txt" in files) is not fail
+    log = (work / "job.log").read_text()
+    assert ("the job fails" in log) is fail and ("done in" in log) is not fail, log

@@ -188,16 +188,19 @@ class Files(dict):
 
 
 def run_script(snakemake, job_type) -> None:
-    """A rule script's body (a process of its own): build the job and run it; a failure exits non-zero
-    after its line is logged."""
-    import sys
+    """A rule script's body (a process of its own, the script's last statement): build the job and run it; a
+    failure exits non-zero after its line is logged. The process then ends without the interpreter's teardown
+    (:func:`radrank.snakemake_exit.end`): with torch, transformers and pandas loaded that teardown costs 0.8–1.1
+    CPU-s and as much wall time per job (``benchmarks/teardown.py``)."""
+    from radrank import snakemake_exit
 
     job = job_type.from_params(snakemake.params.job, snakemake.config)
     try:
         run_logged(lambda: job.run(snakemake.input, snakemake.output), rule=snakemake.rule,
                    log_path=snakemake.log[0] if snakemake.log else None, this_thread_only=False)
     except JobFailed:
-        sys.exit(1)
+        snakemake_exit.end(1)
+    snakemake_exit.end(0)
 
 
 # --- ingest --------------------------------------------------------------------------------------------

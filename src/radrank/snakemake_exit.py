@@ -2,8 +2,9 @@
 
 When ``snakemake`` ends, Python's finalization frees every module and object one by one: with Snakemake's modules,
 its executor plugins (the SLURM plugin imports pandas) and the DAG loaded, that is 0.3–0.45 CPU-s on this host,
-after the last line has been printed: a fifth of a no-op rerun, and a serial tail of every run (measured:
-``python -c "import snakemake.workflow, pandas"`` exits in 1.2 s, 0.8 s when the teardown is skipped).
+after the last line has been printed: a fifth of a no-op rerun, and a serial tail of every run
+(``benchmarks/teardown.py``: a process that only imports Snakemake's command line and its plugins, without a DAG,
+spends 0.26 CPU-s less).
 
 :func:`install` replaces ``sys.exit`` in Snakemake's process by a function that, when Snakemake's command-line entry
 (``snakemake.cli.main``, called by the ``snakemake`` script or ``python -m snakemake``) ends the process, does what
@@ -13,6 +14,11 @@ the interpreter's exit would do that anyone can see, and skips the rest:
 2. it runs every ``atexit`` handler, in the usual order (Snakemake's, logging's, radrank's worker pool);
 3. it flushes every Python file object still open for writing, and stdout and stderr;
 4. it ends the process with the same status ``sys.exit`` would give (``os._exit``).
+
+A rule script's process (:func:`radrank.jobs.run_script`, in a metric family's environment) ends through
+:func:`end` too, once its job has run: there the teardown of torch, transformers and pandas costs 0.8–1.1 CPU-s and
+as much wall time (``benchmarks/teardown.py``: a process that imports them ends after 3.4–3.9 s, after 2.6–2.7 s
+without the teardown).
 
 Anything else calling ``sys.exit`` — another caller, another thread, ``snakemake.cli.main`` called from Python (a
 test, a notebook) — gets the usual ``SystemExit``. Where this Python lacks ``threading._shutdown`` or
@@ -80,12 +86,16 @@ def end(status) -> None:
     import os
     import threading
 
+    if not (callable(getattr(threading, "_shutdown", None)) and callable(getattr(atexit, "_run_exitfuncs", None))):
+        sys.exit(status)  # this Python's exit as it is
     code = exit_status(status)
     threading._shutdown()
     atexit._run_exitfuncs()
-    buffered = (io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.BufferedRWPair)
-    for obj in gc.get_objects():  # a file written and never closed keeps its last bytes, as at a normal exit
-        if isinstance(obj, buffered):
+    # a file written and never closed keeps its last bytes, as at a normal exit; by type(), which asks the object
+    # nothing (isinstance reads __class__, which some modules' lazy objects answer with a warning)
+    buffered = {io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom, io.BufferedRWPair}
+    for obj in gc.get_objects():
+        if type(obj) in buffered:
             try:
                 if not obj.closed and obj.writable():
                     obj.flush()
