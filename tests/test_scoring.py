@@ -133,3 +133,20 @@ def test_failed_requests_are_not_kept():
     scores = pd.DataFrame({"why": ["", "first answer: request failed (503); retry: request failed (503)",
                                    "api_error: Timeout", "first answer: no JSON object"]})
     assert Judge().cacheable(scores).tolist() == [True, False, False, True]
+
+
+def test_a_pair_without_a_score_or_scored_twice_fails_the_assembly():
+    """The models' tables are built from the group's scored rows by key: a key with no row is an error naming the
+    model and how many pairs (never a row of NaN), and so is a key scored twice (never a table with extra rows)."""
+    from radrank.scoring import KEY, assemble
+
+    metric = metrics.get("bleu2")
+    pairs = {"m": pd.DataFrame({"sample_id": ["a", "b", "c"], "reference": ["x"] * 3, "hypothesis": ["y"] * 3})}
+    rows = pd.DataFrame({KEY: ["k1", "k2", "k3"], **{c: [0.1, 0.2, 0.3] for c in metric.columns}})
+    got = assemble(metric, rows, {"m": np.array(["k3", "k1", "k1"], dtype=object)}, pairs)["m"]
+    assert got["sample_id"].tolist() == ["a", "b", "c"]
+    assert got[metric.columns[0]].tolist() == [0.3, 0.1, 0.1]
+    with pytest.raises(RuntimeError, match=r"2 pair\(s\) of model 'm' have no score"):
+        assemble(metric, rows, {"m": np.array(["k1", "k9", "k8"], dtype=object)}, pairs)
+    with pytest.raises(RuntimeError, match="scored twice"):
+        assemble(metric, pd.concat([rows, rows.iloc[:1]]), {"m": np.array(["k1", "k2", "k3"], dtype=object)}, pairs)

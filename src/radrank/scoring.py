@@ -165,13 +165,19 @@ def _score_keys(metric, settings, todo, pairs_by_model: dict, runtime, reference
 
 def assemble(metric, rows, keyed: dict, pairs_by_model: dict) -> dict:
     """Every model's table from the group's rows: its pairs' sample ids, in its order, with their key's scores."""
-    indexed = rows.set_index(KEY)
+    import pandas as pd
+
+    index = pd.Index(rows[KEY])
+    if not index.is_unique:
+        raise RuntimeError(f"metric {metric.name!r}: a pair was scored twice")
+    scores = rows[list(metric.columns)]
     out = {}
     for model, keys in keyed.items():
-        missing = [k for k in dict.fromkeys(keys) if k not in indexed.index]
-        if missing:
-            raise RuntimeError(f"metric {metric.name!r}: {len(missing)} pair(s) of model {model!r} have no score")
-        frame = indexed.loc[list(keys), list(metric.columns)].reset_index(drop=True)
+        at = index.get_indexer(keys)  # one hash lookup per pair, in C
+        if (at < 0).any():
+            missing = len(set(np.asarray(keys, dtype=object)[at < 0]))
+            raise RuntimeError(f"metric {metric.name!r}: {missing} pair(s) of model {model!r} have no score")
+        frame = scores.iloc[at].reset_index(drop=True)
         frame.insert(0, "sample_id", pairs_by_model[model]["sample_id"].to_numpy())
         out[model] = metrics.checked(metric, pairs_by_model[model], frame)
     return out

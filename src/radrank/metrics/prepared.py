@@ -39,6 +39,7 @@ class PreparedReferences:
     runs (None: in this process only); ``packages``: per metric name, the packages whose versions the key names."""
 
     def __init__(self, texts, folder=None, packages: dict | None = None):
+        texts = texts.tolist() if hasattr(texts, "tolist") else texts  # a pandas column: not element by element
         self.texts = list(dict.fromkeys(str(t) for t in texts))
         self.folder = None if folder is None else Path(folder)
         self.packages = dict(packages or {})
