@@ -90,6 +90,22 @@ def test_digests_are_unambiguous():
     assert len(set(sc.pair_digests(ages, ["age"]))) == len(ages)  # the type is part of the value
 
 
+def test_a_tables_digest_is_one_sha256_over_its_rows_encodings():
+    """radrank.score_cache.rows_digest (a case set's, in radrank.score_reuse): the documented encoding of every row,
+    one after another, after the header; any change of a value, of the order or of a value's boundary changes it."""
+    frame = pd.DataFrame({"sample_id": ["c1", "c2"], "reference": ["Clear.", None]})
+    header = b"rows\n" + b"radrank-pair-digest/1\n" + b"".join(encoded("s", c.encode()) for c in frame.columns)
+    rows = encoded("s", b"c1") + encoded("s", b"Clear.") + encoded("s", b"c2") + encoded("n", b"")
+    assert sc.rows_digest(frame, frame.columns) == hashlib.sha256(header + rows).hexdigest()
+    variants = [frame, frame.iloc[::-1], frame.iloc[:1], frame.iloc[:0],
+                frame.assign(reference=["Clear. ", None]),
+                frame.assign(sample_id=["c1C", "c2"], reference=["lear.", None]),  # a boundary moved
+                frame.assign(reference=["Clear.", ""])]
+    assert len({sc.rows_digest(v, ["sample_id", "reference"]) for v in variants}) == len(variants)
+    as_objects = frame.astype(object)
+    assert sc.rows_digest(as_objects, ["sample_id", "reference"]) == sc.rows_digest(frame, ["sample_id", "reference"])
+
+
 def test_vectorised_columns_digest_like_their_values_one_by_one():
     """Each dtype has its vectorised path; an object column of the same values (the per-element path) agrees."""
     frame = pd.DataFrame({"text": pd.Series(["x", None, "ü", ""], dtype="str"), "ints": [1, -2, 10**12, 0],
