@@ -14,6 +14,8 @@ jobs logged (their own and their processes'). Goal: run 2 costs at most 15 % of 
 (Snakemake's start, the Snakefile, the DAG, every output's date) plus the start of the worker pool the jobs run in
 (an interpreter importing ``radrank.workers.PRELOAD``, measured here in a process of its own).
 With --against REV the same three runs are made first for that git revision (the reference in the same run).
+With --full-repeats K the full run is made K times, each from scratch in a copy of its own, and the median is the
+share's denominator (the full run's CPU varied by a fifth between two runs of the same code on this host).
 With --repeats K, K submissions are added one run each (the N+1st, N+2nd, ...; one host's noise is ±20 % on a
 single add-one run): each share is printed, and the median run is the one reported.
 Bytecode is written by the first run, as in any checkout after its first run; --without-bytecode makes the three
@@ -22,7 +24,7 @@ written: PYTHONDONTWRITEBYTECODE, a read-only shared venv; simulated with PYTHON
 folder), so that every process compiles what it imports.
 
     python benchmarks/add_model.py [--models 20 100] [--cases 590] [--datasets 1] [--against REV]
-                                   [--repeats K] [--without-bytecode]
+                                   [--repeats K] [--full-repeats K] [--without-bytecode]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -94,7 +97,8 @@ def run(work: Path, env: dict) -> tuple:
     return wall, cpu, jobs, pairs, job_cpu(work, since)
 
 
-def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets: int = 1, repeats: int = 1) -> dict:
+def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets: int = 1, repeats: int = 1,
+            full_repeats: int = 1) -> dict:
     tmp = tempfile.TemporaryDirectory()
     work = _workdir.make(Path(tmp.name), models=models + repeats, datasets=datasets, cases=cases,
                          metrics=["bleu2", "bleu4", "rouge"], repo=repo)
@@ -103,7 +107,17 @@ def measure(label: str, repo: Path, models: int, cases: int, env: dict, datasets
     sheet = work / "config/submissions.tsv"
     rows = sheet.read_text().splitlines()
     sheet.write_text("\n".join(rows[:-repeats]) + "\n")  # the N models
-    full = run(work, env)
+    # more full runs, each from scratch in a copy of its own (the same files): the median is the one compared
+    copies = [tempfile.TemporaryDirectory() for _ in range(full_repeats - 1)]
+    for copy in copies:
+        shutil.copytree(work, copy.name, dirs_exist_ok=True, symlinks=True)
+    fulls = [run(work, env)] + [run(Path(copy.name), env) for copy in copies]
+    for copy in copies:
+        copy.cleanup()
+    full = sorted(fulls, key=lambda f: f[1])[(full_repeats - 1) // 2]  # the median full run (the lower of two)
+    if full_repeats > 1:
+        print(f"{label}: {full_repeats} full runs of {models} models, each from scratch: CPU "
+              + ", ".join(f"{f[1]:.1f}" for f in fulls) + " s; median shown below")
     adds = []
     for k in range(repeats):  # each run one new submission more: the N+1st, then the N+2nd ...
         sheet.write_text("\n".join(rows[:len(rows) - repeats + k + 1]) + "\n")
@@ -152,6 +166,8 @@ def main() -> None:
     p.add_argument("--datasets", type=int, default=1, help="datasets (leaderboards of two splits); the new model "
                                                           "submits to the last one only")
     p.add_argument("--against", help="a git revision measured first, as the reference")
+    p.add_argument("--full-repeats", type=int, default=1,
+                   help="run the full run this many times, each from scratch: the median is the share's denominator")
     p.add_argument("--repeats", type=int, default=1,
                    help="add this many submissions, one run each (the N+1st, N+2nd, ...): the median add-one run is "
                         "the one reported, against the full run of N")
@@ -163,8 +179,10 @@ def main() -> None:
         ref = None
         if args.against:
             with _workdir.revision(args.against) as repo:
-                ref = measure(f"{args.against}", repo, n, args.cases, env, args.datasets, args.repeats)
-        this = measure("this checkout", _workdir.REPO, n, args.cases, env, args.datasets, args.repeats)
+                ref = measure(f"{args.against}", repo, n, args.cases, env, args.datasets, args.repeats,
+                              args.full_repeats)
+        this = measure("this checkout", _workdir.REPO, n, args.cases, env, args.datasets, args.repeats,
+                       args.full_repeats)
         if args.without_bytecode:
             with tempfile.TemporaryDirectory() as empty:  # stays empty: nothing is written there
                 bare = measure("this checkout, no bytecode", _workdir.REPO, n, args.cases,

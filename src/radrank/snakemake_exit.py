@@ -34,7 +34,6 @@ _MARK = "_radrank_quick_exit"
 
 def install() -> bool:
     """Replace ``sys.exit`` in this process (idempotent). False where nothing was replaced."""
-    import atexit
     import threading
 
     if getattr(sys.exit, _MARK, False):
@@ -43,7 +42,7 @@ def install() -> bool:
         from snakemake import cli
     except ImportError:
         return False
-    if not (callable(getattr(threading, "_shutdown", None)) and callable(getattr(atexit, "_run_exitfuncs", None))):
+    if not _supported():
         return False
     entry = cli.main.__code__
     original = sys.exit
@@ -58,6 +57,14 @@ def install() -> bool:
     setattr(exit, _MARK, True)
     sys.exit = exit
     return True
+
+
+def _supported() -> bool:
+    """This Python has the interpreter's own steps :func:`end` takes (private functions of its standard library)."""
+    import atexit
+    import threading
+
+    return callable(getattr(threading, "_shutdown", None)) and callable(getattr(atexit, "_run_exitfuncs", None))
 
 
 def _is_program(frame) -> bool:
@@ -86,7 +93,7 @@ def end(status) -> None:
     import os
     import threading
 
-    if not (callable(getattr(threading, "_shutdown", None)) and callable(getattr(atexit, "_run_exitfuncs", None))):
+    if not _supported():
         sys.exit(status)  # this Python's exit as it is
     code = exit_status(status)
     threading._shutdown()
