@@ -42,7 +42,7 @@ every resample is ``leaf.value(w @ S)``: exact, and no metric is re-run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -350,7 +350,7 @@ class ReferenceGrams:
         tokens = _flat(docs, int(self.lengths.sum()))
         codes, vocabulary = pd.factorize(tokens)
         codes = codes.astype("int64")
-        self.vocabulary = pd.Index(vocabulary, dtype=object)  # a token's id is its position (object: no string inference)
+        self.vocabulary = pd.Index(vocabulary, dtype=object)  # a token's id is its position; object: no inference
         self.codes = codes if keep_sequences else None  # token ids end to end (:meth:`reference_sequences`)
         size = len(vocabulary)
         doc_of, pos = _positions(self.lengths)
@@ -495,6 +495,35 @@ def references_of(references: list, prepared, build) -> tuple:
             pass
     texts, index = distinct(references)
     return build(texts), index
+
+
+class MatchedPairs(NamedTuple):
+    """A lexical metric's pairs, matched (:func:`match_pairs`)."""
+
+    grams: ReferenceGrams  # the references' k-grams
+    ref_index: np.ndarray  # each pair's reference document in ``grams``
+    hyps: tuple  # the distinct hypotheses as :meth:`ReferenceGrams.encode` made them: (token ids, lengths)
+    hyp_index: np.ndarray  # each pair's hypothesis among them
+    matches: np.ndarray  # each pair's clipped k-gram matches, k = 1..max_n
+
+    @property
+    def ref_len(self) -> np.ndarray:
+        return self.grams.lengths[self.ref_index]
+
+    @property
+    def hyp_len(self) -> np.ndarray:
+        return self.hyps[1][self.hyp_index]
+
+
+def match_pairs(references, hypotheses, prepared, build, tokenize) -> MatchedPairs:
+    """The clipped k-gram matches of (reference, hypothesis) pairs, every lexical metric's one path: the references
+    from ``prepared`` or ``build`` (:func:`references_of`), each distinct hypothesis tokenised by ``tokenize`` once."""
+    if len(references) != len(hypotheses):
+        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
+    grams, ref_index = references_of(references, prepared, build)
+    texts, hyp_index = distinct(hypotheses)
+    hyps = grams.encode([tokenize(t) for t in texts])
+    return MatchedPairs(grams, ref_index, hyps, hyp_index, grams.matches(ref_index, hyps, hyp_index))
 
 
 def prepared_references(inputs: dict, name: str, build):

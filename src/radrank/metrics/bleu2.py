@@ -22,8 +22,8 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import (BoardColumn, Metric, ReferenceGrams, Resources, distinct, in_pair_chunks,
-                                  mean_leaf, prepared_references, references_of)
+from radrank.metrics.base import (BoardColumn, Metric, ReferenceGrams, Resources, in_pair_chunks, match_pairs,
+                                  mean_leaf, prepared_references)
 
 _EPSILON = 0.1  # fast-bleu smoothing method 1
 _WEIGHTS = (0.5, 0.5)
@@ -93,17 +93,11 @@ def prepare(texts) -> ReferenceGrams:
 def score_texts(references, hypotheses, prepared=None) -> list[float]:
     """BLEU-2 of each (reference, hypothesis) pair.
 
-    Each distinct text is tokenised once (a reference, once per group when ``prepared``: see
-    :func:`radrank.metrics.base.references_of`); clipped matches of all pairs come from
-    :meth:`radrank.metrics.base.ReferenceGrams.matches` (no per-pair Python work).
+    Each distinct text is tokenised once (a reference, once per group when ``prepared``); clipped matches of all
+    pairs come from :func:`radrank.metrics.base.match_pairs` (no per-pair Python work).
     """
-    if len(references) != len(hypotheses):
-        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
-    grams, ref_index = references_of(references, prepared, prepare)
-    texts, hyp_index = distinct(hypotheses)
-    hyps = grams.encode([tokens(t) for t in texts])
-    matches = grams.matches(ref_index, hyps, hyp_index)
-    return score_arrays(grams.lengths[ref_index], hyps[1][hyp_index], matches).tolist()
+    matched = match_pairs(references, hypotheses, prepared, prepare, tokens)
+    return score_arrays(matched.ref_len, matched.hyp_len, matched.matches).tolist()
 
 
 class BLEU2(Metric):

@@ -16,8 +16,8 @@ from collections import Counter
 
 import numpy as np
 
-from radrank.metrics.base import (Leaf, Metric, ReferenceGrams, Resources, distinct, in_pair_chunks, prepared_references,
-                                  references_of)
+from radrank.metrics.base import (Leaf, Metric, ReferenceGrams, Resources, in_pair_chunks, match_pairs,
+                                  prepared_references)
 
 N = 4
 TINY = 1e-15
@@ -80,17 +80,11 @@ def prepare(texts) -> ReferenceGrams:
 def statistics_table(references, hypotheses, prepared=None) -> np.ndarray:
     """Per-sample :data:`STATS` of all pairs, int64 (n, len(STATS)).
 
-    Each distinct text is split once (a reference, once per group when ``prepared``: see
-    :func:`radrank.metrics.base.references_of`) and the clipped matches of all pairs are counted together
-    (:meth:`radrank.metrics.base.ReferenceGrams.matches`); row by row this equals :func:`statistics`.
+    Each distinct text is split once (a reference, once per group when ``prepared``) and the clipped matches of all
+    pairs are counted together (:func:`radrank.metrics.base.match_pairs`); row by row this equals :func:`statistics`.
     """
-    if len(references) != len(hypotheses):
-        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
-    grams, ref_index = references_of(references, prepared, prepare)
-    texts, hyp_index = distinct(hypotheses)
-    hyps = grams.encode([t.split() for t in texts])
-    testlen, reflen = hyps[1][hyp_index], grams.lengths[ref_index]
-    correct = grams.matches(ref_index, hyps, hyp_index)
+    matched = match_pairs(references, hypotheses, prepared, prepare, str.split)
+    testlen, reflen, correct = matched.hyp_len, matched.ref_len, matched.matches
     guess = np.maximum(0, testlen[:, None] - np.arange(N)[None, :])
     return np.column_stack([correct, guess, testlen, reflen]).astype("int64").reshape(len(testlen), len(STATS))
 

@@ -16,8 +16,8 @@ import threading
 
 import numpy as np
 
-from radrank.metrics.base import (Metric, ReferenceGrams, Resources, distinct, in_pair_chunks, mean_leaf,
-                                  prepared_references, references_of, sequences)
+from radrank.metrics.base import (Metric, ReferenceGrams, Resources, in_pair_chunks, match_pairs, mean_leaf,
+                                  prepared_references, sequences)
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL")
 
@@ -188,20 +188,15 @@ def prepare(texts, tokenize=None) -> ReferenceGrams:
 def score_texts(references, hypotheses, tokenize=None, prepared=None) -> np.ndarray:
     """(n, 3) array of ROUGE-1, ROUGE-2 and ROUGE-L F-measures of each (reference, hypothesis) pair.
 
-    Each distinct text is tokenised once (a reference, once per group when ``prepared``: see
-    :func:`radrank.metrics.base.references_of`); ROUGE-1/2 overlaps of all pairs come from
-    :meth:`radrank.metrics.base.ReferenceGrams.matches` (the multiset intersection rouge-score sums), and the LCS
+    Each distinct text is tokenised once (a reference, once per group when ``prepared``); ROUGE-1/2 overlaps of all
+    pairs come from :func:`radrank.metrics.base.match_pairs` (the multiset intersection rouge-score sums), and the LCS
     of each distinct pair of texts is computed once, on token ids, reusing the bit masks of the longer text (a
     hypothesis token no reference has is -1: it matches none of the reference's).
     """
-    if len(references) != len(hypotheses):
-        raise ValueError(f"{len(references)} references but {len(hypotheses)} hypotheses")
     tokenize = tokenize or tokenizer()
-    grams, ref_index = references_of(references, prepared, lambda texts: prepare(texts, tokenize))
-    texts, hyp_index = distinct(hypotheses)
-    hyps = grams.encode([tokenize(t) for t in texts])
-    ref_len, hyp_len = grams.lengths[ref_index], hyps[1][hyp_index]
-    overlap = grams.matches(ref_index, hyps, hyp_index)
+    matched = match_pairs(references, hypotheses, prepared, lambda texts: prepare(texts, tokenize), tokenize)
+    grams, ref_index, hyps, hyp_index = matched.grams, matched.ref_index, matched.hyps, matched.hyp_index
+    ref_len, hyp_len, overlap = matched.ref_len, matched.hyp_len, matched.matches
     out = np.zeros((len(ref_index), 3))
     for n in (1, 2):
         # rouge_score._score_ngrams: precision = overlap / max(#hyp n-grams, 1), recall likewise.
@@ -222,12 +217,12 @@ def score_texts(references, hypotheses, tokenize=None, prepared=None) -> np.ndar
         if not n_r or not n_h:
             continue
         got = done.get((r, h))
-        if got is None:
-            longer, n_a, b = (("r", r), n_r, hyp_docs[h]) if n_r >= n_h else (("h", h), n_h, ref_docs[r])
-            m = masks.get(longer)
+        if got is None:  # the bit masks of the longer side, made once per text
+            key, a, b = (("r", r), ref_docs[r], hyp_docs[h]) if n_r >= n_h else (("h", h), hyp_docs[h], ref_docs[r])
+            m = masks.get(key)
             if m is None:
-                m = masks[longer] = _masks(ref_docs[r] if longer[0] == "r" else hyp_docs[h])
-            got = done[(r, h)] = _lcs_bits(m, n_a, b)
+                m = masks[key] = _masks(a)
+            got = done[(r, h)] = _lcs_bits(m, len(a), b)
         lcs[p] = got
     valid = (ref_len > 0) & (hyp_len > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
