@@ -59,60 +59,51 @@ def patch(module: str, class_name: str, method: str, mark: str, make) -> bool:
 def memoise() -> bool:
     """Memoise ``snakemake.io._IOFile.checksum`` in this process (idempotent). False where this Snakemake
     has no such method (then nothing is changed: checksums are as slow as they were, never wrong)."""
-    found = unpatched("snakemake.io", "_IOFile", "checksum", _MARK)
-    if found is None:
+
+    def make(original):
+        memo: dict = {}
+
+        async def checksum(self, threshold=None, force=False, algorithm=None):
+            named = "sha256" if algorithm is None else algorithm  # Snakemake's default, by name
+            if force or not isinstance(named, str) or self.is_storage:
+                return await original(self, threshold, force, algorithm)
+            within = _WITHIN_RECORDS.get()
+            asked = (self.file, threshold, named)
+            if within is not None and asked in within:
+                return within[asked]
+            try:
+                st = os.stat(self.file)
+            except OSError:
+                return await original(self, threshold, force, algorithm)
+            # the stat identity names the bytes wherever the path points (a hard link shares them)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, threshold, named)
+            try:
+                value = memo[key]
+            except KeyError:
+                value = memo[key] = await original(self, threshold, force, algorithm)
+            if within is not None:
+                within[asked] = value
+            return value
+
+        return checksum
+
+    if not patch("snakemake.io", "_IOFile", "checksum", _MARK, make):
         return False
-    _IOFile, original = found
-    if original is None:
-        return True
-    memo: dict = {}
-
-    async def checksum(self, threshold=None, force=False, algorithm=None):
-        named = "sha256" if algorithm is None else algorithm  # Snakemake's default, by name
-        if force or not isinstance(named, str) or self.is_storage:
-            return await original(self, threshold, force, algorithm)
-        within = _WITHIN_RECORDS.get()
-        asked = (self.file, threshold, named)
-        if within is not None and asked in within:
-            return within[asked]
-        try:
-            st = os.stat(self.file)
-        except OSError:
-            return await original(self, threshold, force, algorithm)
-        # the stat identity names the bytes wherever the path points (a hard link shares them)
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, threshold, named)
-        try:
-            value = memo[key]
-        except KeyError:
-            value = memo[key] = await original(self, threshold, force, algorithm)
-        if within is not None:
-            within[asked] = value
-        return value
-
-    checksum.__doc__ = original.__doc__
-    setattr(checksum, _MARK, True)
-    _IOFile.checksum = checksum
     _within_records_of_a_job()
     return True
 
 
 def _within_records_of_a_job() -> None:
     """``PersistenceBase.finished`` with a memo of its own: one per job, dropped when its records are written."""
-    try:
-        from snakemake.persistence import PersistenceBase
-    except ImportError:
-        return
-    original = getattr(PersistenceBase, "finished", None)
-    if original is None or getattr(original, _MARK, False):
-        return
 
-    async def finished(self, job, *args, **kwargs):
-        token = _WITHIN_RECORDS.set({})
-        try:
-            return await original(self, job, *args, **kwargs)
-        finally:
-            _WITHIN_RECORDS.reset(token)
+    def make(original):
+        async def finished(self, job, *args, **kwargs):
+            token = _WITHIN_RECORDS.set({})
+            try:
+                return await original(self, job, *args, **kwargs)
+            finally:
+                _WITHIN_RECORDS.reset(token)
 
-    finished.__doc__ = original.__doc__
-    setattr(finished, _MARK, True)
-    PersistenceBase.finished = finished
+        return finished
+
+    patch("snakemake.persistence", "PersistenceBase", "finished", _MARK, make)
