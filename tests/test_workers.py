@@ -72,6 +72,8 @@ class Probe(jobs.Job):
             from numpy._core.multiarray import _get_madvise_hugepage
 
             log.info("numpy asks for huge pages: %s", _get_madvise_hugepage())
+            log.info("100 MB from the heap: %s", _large_malloc_from_heap())
+            log.info("BLAS threads: %s", _blas_threads())
         elif self.action == "collector":
             log.info("thresholds %s", gc.get_threshold())
         elif self.action == "cycle":  # left behind in a reference cycle, which only the collector frees
@@ -92,6 +94,39 @@ class Probe(jobs.Job):
 
 class Cycle:
     """An object a job can leave in a reference cycle (a finalizer needs an object that takes weak references)."""
+
+
+def _large_malloc_from_heap() -> bool:
+    """Whether glibc serves a 100 MB malloc from its heap (its mmap threshold raised: ALLOCATOR_ENV) rather than
+    from a fresh mmap (its default: above 32 MB at most): mallinfo2's bytes in mmapped blocks, before and after."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                          "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = libc.mallinfo2().hblkhd
+    address = libc.malloc(100 << 20)
+    try:
+        return libc.mallinfo2().hblkhd - before < (100 << 20)
+    finally:
+        libc.free(address)
+
+
+def _blas_threads() -> int | None:
+    """The threads numpy's OpenBLAS would use in this process (None: no OpenBLAS found)."""
+    import ctypes
+
+    for path in sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", Path("/proc/self/maps").read_text()))):
+        library = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads"):
+            if hasattr(library, name):
+                return getattr(library, name)()
+    return None
 
 
 def probe(pool, tmp_path, action, rule="probe", **fields):
@@ -216,6 +251,54 @@ def test_workers_keep_freed_memory_for_reuse_unless_told_otherwise(tmp_path, mon
     assert "MALLOC_TRIM_THRESHOLD_=12345" in text
     assert "NUMPY_MADVISE_HUGEPAGE=0" in text
     assert "numpy asks for huge pages: False" in text
+    assert "100 MB from the heap: True" in text
+    assert "BLAS threads: 1" in text
+
+
+_PRESTART = """
+import os, sys, threading
+sys.path[:0] = {paths!r}
+from pathlib import Path
+from types import SimpleNamespace
+import numpy  # as Snakemake's process has it (pandas imports it) before the Snakefile is read
+from radrank import workers
+import test_workers
+if {second_thread}:
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+os.sched_getaffinity = lambda pid: {{0, 1}}
+workers.prestart(SimpleNamespace(remote_exec=False, subprocess_exec=False))
+pool = workers._POOL
+print("prestart returned in", os.getpid(), type(pool._server).__name__, flush=True)
+test_workers.probe(pool, Path({tmp!r}), "allocator")
+same = Path(f"/proc/{{pool.server_pid}}/cmdline").read_bytes() == Path("/proc/self/cmdline").read_bytes()
+print("ran in", Path({tmp!r}, "allocator.pid").read_text(), "server", pool.server_pid, same, flush=True)
+"""
+
+
+@pytest.mark.parametrize("second_thread", [False, True])
+def test_prestart_forks_the_process_reading_the_snakefile_when_one_thread_runs_in_it(tmp_path, second_thread):
+    """Snakemake's process, reading the Snakefile, runs one thread: prestart forks it into the server (what it has
+    imported is not imported again), which never returns into the caller's frames, and its workers have what a
+    fresh server gets from its environment (one BLAS thread, glibc's raised thresholds, numpy without huge pages).
+    With a second thread running the process is not forked (a lock that thread held would stay held in the fork):
+    the server is a fresh interpreter, with the same settings."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in (*workers.ALLOCATOR_ENV, *workers.BLAS_ENV) and k != workers.ENV}
+    code = _PRESTART.format(paths=[str(Path(__file__).parent), str(Path(workers.__file__).parents[1])],
+                            second_thread=second_thread, tmp=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len([line for line in lines if line.startswith("prestart returned")]) == 1, lines  # not in the server
+    _, _, _, pid, server_type = lines[0].split()
+    assert server_type == ("Popen" if second_thread else "_ForkedServer")
+    _, _, worker, _, server, forked = lines[1].split()
+    assert len({pid, server, worker}) == 3  # the job ran in a worker of the server, not in this process
+    assert forked == str(not second_thread)  # a fork runs this process's command line; a fresh server its own
+    text = (tmp_path / "allocator.log").read_text()
+    assert "numpy asks for huge pages: False" in text
+    assert "100 MB from the heap: True" in text
+    assert "BLAS threads: 1" in text
 
 
 def test_workers_walk_the_collectors_young_generation_less_often_and_collect_after_each_job(tmp_path):

@@ -6,10 +6,17 @@ shares one GIL, and ``--cores 2`` gave at most 0.6 CPU-s of work per wall-second
 its job to a worker process and waits for it:
 
 * One *fork server* per Snakemake run, started as the Snakefile is read (:func:`prestart`; else at the first
-  job), so that its imports overlap Snakemake's own start and DAG: a fresh interpreter (not a fork of the
-  multi-threaded Snakemake process, and not a re-run of Snakemake's ``__main__`` as multiprocessing's
-  forkserver would do in each worker) that imports :data:`PRELOAD` (numpy, pandas, pyarrow and radrank's
-  job modules) once. Its only other threads are numpy's BLAS pool and pyarrow's allocator, which are
+  job). It imports :data:`PRELOAD` (numpy, pandas, pyarrow and radrank's job modules) once. As the Snakefile is
+  read, Snakemake's process runs one thread, and has imported most of them (Snakemake's executor plugins import
+  pandas; the Plan, radrank's job modules): there the server is a fork of it (:func:`_fork_server`), which
+  imports only the rest, and never returns into Snakemake's frames; a fresh interpreter imported everything
+  again, half a CPU-second in every run. It gets what a fresh server gets from its environment: one BLAS thread
+  (set through OpenBLAS's ``set_num_threads``), glibc's thresholds (``mallopt``) and numpy without huge pages
+  (:data:`ALLOCATOR_ENV`), each unless the environment sets it. Elsewhere — a second thread running (a fork
+  keeps only the forking thread, and a lock another thread held stays held), a BLAS other than OpenBLAS, or a
+  server started again later, from a job's thread — it is a fresh interpreter (not a re-run of Snakemake's
+  ``__main__`` as multiprocessing's forkserver would do in each worker), its imports overlapping Snakemake's
+  start and DAG. Either way its only other threads are numpy's BLAS pool and pyarrow's allocator, which are
   fork-aware (pthread_atfork).
 * A worker is forked from it, in milliseconds, when a job finds no worker idle, and then serves job after
   job; so there are as many workers as jobs Snakemake runs at once, at most its ``--cores``.
@@ -88,6 +95,9 @@ PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "radrank.jobs", "radrank.io", "
 # transparent huge pages for numpy's arrays. A variable already set in the environment wins.
 ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20),
                  "NUMPY_MADVISE_HUGEPAGE": "0"}
+
+# The BLAS libraries' thread counts, 1 in the server unless set: one BLAS thread per worker
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 _SHUTDOWN_WAIT_S = 30  # how long Snakemake's exit waits for the server and its workers to end
 
@@ -277,11 +287,12 @@ class Pool:
                     os.close(fd)
                 self._server = self._control = self._alive = None
 
-    def start(self) -> None:
-        """Start the fork server now (not at the first job), so that it imports while this process goes on."""
+    def start(self, fork: bool = False) -> None:
+        """Start the fork server now (not at the first job), so that it imports while this process goes on.
+        ``fork``: as a fork of this process where :func:`_fork_ready` says it may be (:func:`prestart`)."""
         with self._server_lock:
             if self._server is None and not self._closed:
-                self._start_server()
+                self._start_server(fork)
 
     def __enter__(self):
         return self
@@ -359,8 +370,10 @@ class Pool:
             theirs.close()
         return _Worker(int(reply), Connection(ours.detach()))
 
-    def _start_server(self) -> None:
-        """(With the server lock.) The pipe outlives a server that died: its busy workers carry on."""
+    def _start_server(self, fork: bool = False) -> None:
+        """(With the server lock.) The pipe outlives a server that died: its busy workers carry on. ``fork``: a
+        fork of this process where :func:`_fork_ready` allows it (what it imported is not imported again), else a
+        fresh interpreter."""
         if self._control is not None:
             self._control.close()
         if self._alive is None:
@@ -369,10 +382,19 @@ class Pool:
         code = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from radrank import workers; "
                 "workers._serve(*map(int, sys.argv[2:4]), json.loads(sys.argv[4]))")
         alive_r = self._alive[0]
+        blas_threads = _fork_ready() if fork else None
+        if blas_threads is not None:
+            try:
+                self._server = _ForkedServer(_fork_server(server_end, alive_r, (control, self._alive[1]),
+                                                          self.preload, blas_threads))
+            finally:
+                server_end.close()
+            self._control = control
+            return
         try:
             # numpy's BLAS starts its threads when imported (in the server): one per worker, as a job has one
             # core, not one per core in every worker spinning beside the others
-            blas = {v: os.environ.get(v, "1") for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+            blas = {v: os.environ.get(v, "1") for v in BLAS_ENV}
             self._server = subprocess.Popen(
                 [sys.executable, "-c", code, json.dumps(sys.path), str(server_end.fileno()), str(alive_r),
                  json.dumps(self.preload)],
@@ -453,16 +475,18 @@ def pool_for(workflow) -> Pool | None:
 
 
 def prestart(workflow) -> None:
-    """Called as the Snakefile is read: start this run's fork server now, so that its imports (about a second)
-    overlap Snakemake's parse and DAG build instead of delaying the first job. Only where the run's jobs would go
-    to this process's pool, and with a second CPU (on one the imports would only slow the DAG). A run that then
+    """Called as the Snakefile is read: start this run's fork server now, as a fork of this process where
+    :func:`_fork_ready` allows it (milliseconds), else as a fresh interpreter whose imports (about a second) overlap
+    Snakemake's parse and DAG build instead of delaying the first job. Only where the run's jobs would go to this
+    process's pool; a fresh one only with a second CPU (on one its imports would only slow the DAG). A run that then
     has no job for the pool (a dry run, nothing to do) ends the server unused at exit without waiting for it; a
     cluster's main process, once it knows (:func:`stop_on_signals`)."""
-    if len(os.sched_getaffinity(0)) < 2:
+    forked = _fork_ready() is not None  # a fork costs milliseconds: worth it on one CPU too
+    if not forked and len(os.sched_getaffinity(0)) < 2:
         return
     pool = pool_for(workflow)
     if pool is not None:
-        pool.start()
+        pool.start(fork=forked)
 
 
 def run_in_process(job_type, rule, params, input, output, log, config, workflow) -> None:
@@ -738,6 +762,132 @@ def _serve(control_fd: int, alive_fd: int, preload) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+class _ForkedServer:
+    """The fork server when it is a fork of this process (:func:`_fork_server`): a child of this process, ended and
+    waited for as a :class:`subprocess.Popen` is (``pid``, ``returncode``, :meth:`poll`, :meth:`wait`,
+    :meth:`kill`)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._reaped(os.waitpid(self.pid, os.WNOHANG))
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.001
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"fork server {self.pid}", timeout)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def _reaped(self, status: tuple) -> None:
+        pid, code = status
+        if pid == self.pid:
+            self.returncode = os.waitstatus_to_exitcode(code)
+
+
+def _blas_thread_setter():
+    """OpenBLAS's ``set_num_threads`` of the BLAS this process's numpy has loaded, or None (another BLAS, or none
+    found): the threads a fork of this process starts for BLAS are then set there."""
+    import ctypes
+    import re
+
+    try:
+        with open("/proc/self/maps") as maps:
+            libraries = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read())))
+    except OSError:
+        return None
+    for path in libraries:
+        library = ctypes.CDLL(path)
+        for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads",
+                     "openblas_set_num_threads64_"):
+            setter = getattr(library, name, None)
+            if setter is not None:
+                return setter
+    return None
+
+
+def _fork_ready() -> int | None:
+    """The BLAS threads a fork server forked from this process would set (``OPENBLAS_NUM_THREADS``, else 1, as a
+    fresh server gets them), or None where this process may not be forked: a thread besides this one, the main
+    one, runs (a fork keeps only the forking thread: a lock another one held stays held); or numpy is loaded with a
+    BLAS whose threads cannot be set here (a fresh interpreter reads them from the environment)."""
+    if not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread() \
+            or threading.active_count() != 1:
+        return None
+    value = os.environ.get("OPENBLAS_NUM_THREADS", "1").strip()
+    threads = int(value) if value.isdigit() and int(value) > 0 else 1
+    if "numpy" in sys.modules and _blas_thread_setter() is None:
+        return None
+    return threads
+
+
+def _fork_server(server_end, alive_r: int, parents: tuple, preload, blas_threads: int) -> int:
+    """Fork this process (Snakemake's, as it reads the Snakefile: one thread) into the fork server: what it has
+    imported (pandas, numpy, Snakemake, radrank's plan) the server has at no cost; a fresh interpreter imported them
+    again (half a CPU-second in every run). ``parents``: this process's ends of the server's socket and of the
+    pipe that must be its alone (closed in the server). The server's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    # the server: never returns into the caller's frames (Snakemake's, reading the Snakefile)
+    code = 1
+    try:
+        for end in parents:
+            os.close(end) if isinstance(end, int) else end.close()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        for signum in (signal.SIGTERM, signal.SIGHUP):  # as a fresh interpreter has them
+            signal.signal(signum, signal.SIG_DFL)
+        _as_fresh_server(blas_threads)
+        _serve(server_end.detach(), alive_r, list(preload))  # ends the process
+    except BaseException:  # noqa: BLE001 (the server could not start: the line is on stderr, a job starts another)
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _as_fresh_server(blas_threads: int) -> None:
+    """In a fork server forked from Snakemake's process: the memory settings and BLAS threads a fresh one gets from
+    its environment (:data:`ALLOCATOR_ENV`; one BLAS thread per worker), where that environment does not set them
+    (then this process was started with them); and that environment, for what it imports itself."""
+    import ctypes
+
+    unset = {name for name in (*ALLOCATOR_ENV, *BLAS_ENV) if name not in os.environ}
+    os.environ.update({name: value for name, value in {**ALLOCATOR_ENV, **dict.fromkeys(BLAS_ENV, "1")}.items()
+                       if name in unset})
+    setter = _blas_thread_setter() if "numpy" in sys.modules else None
+    if setter is not None:
+        setter(blas_threads)
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    for name, option in (("MALLOC_MMAP_THRESHOLD_", -3), ("MALLOC_TRIM_THRESHOLD_", -1)):  # M_MMAP_, M_TRIM_
+        if mallopt is not None and name in unset:
+            mallopt(option, int(ALLOCATOR_ENV[name]))
+    if "NUMPY_MADVISE_HUGEPAGE" in unset and "numpy" in sys.modules:
+        import numpy as np
+
+        core = getattr(np, "_core", None) or np.core
+        core.multiarray._set_madvise_hugepage(ALLOCATOR_ENV["NUMPY_MADVISE_HUGEPAGE"] == "1")
 
 
 def _metric_modules() -> list:
