@@ -68,3 +68,35 @@ def test_a_text_table_reads_as_read_csv_reads_it(tmp_path):
     ragged.write_text("sample_id,reason\na,b,c\n")
     with pytest.raises(ValueError, match="row 1 after the header has 3 fields, the header 2"):
         io.read_text_table(ragged)
+
+
+def test_a_shared_column_is_decoded_once_per_encoding_and_reads_as_the_whole_file(tmp_path):
+    """io.SharedColumn: files whose sample_id column is stored as the same bytes get the values decoded from the
+    first; a file whose ids differ in one case, or are stored otherwise (another codec, another type), is decoded
+    itself; every table equals pyarrow's read of the file (its columns, their order, types and metadata)."""
+    import pyarrow as pa
+
+    ids = [f"case{i:05d}" for i in range(2000)]
+    altered = list(ids)
+    altered[1234] = "case99999"  # one id changed: a file that must not be read with the others' ids
+    files = []
+    for n, (sample_ids, codec, kind) in enumerate([(ids, "zstd", pa.large_string()), (ids, "zstd", pa.large_string()),
+                                                   (altered, "zstd", pa.large_string()),
+                                                   (ids, "snappy", pa.large_string()), (ids, "zstd", pa.string()),
+                                                   (ids, "zstd", pa.large_string())]):
+        table = pa.table({"score": np.arange(len(sample_ids), dtype="float64") * (n + 1),
+                          "sample_id": pa.array(sample_ids, type=kind)}).replace_schema_metadata({"k": str(n)})
+        path = tmp_path / f"m{n}.parquet"
+        pq.write_table(table, path, compression=codec)
+        files.append(path)
+    shared = io.SharedColumn("sample_id")
+    for columns in (None, ["sample_id", "score"], ["score", "sample_id"]):
+        for path in files:
+            expected = pq.read_table(path, columns=columns)
+            got = io.read_table(path, columns, shared=shared)
+            assert got.equals(expected, check_metadata=True) and got.schema == expected.schema, (path, columns)
+    # decoded: the ids (1), the altered ids, the snappy copy, the string-typed copy — each once; the rest served
+    assert shared.decoded == 4 and shared.served == 3 * len(files) - 4
+    assert io.read_table(files[2], shared=shared).column("sample_id").to_pylist()[1234] == "case99999"
+    # a read without the column, or with a filter-free subset lacking it, is the plain read
+    assert io.read_table(files[0], ["score"], shared=shared).equals(pq.read_table(files[0], columns=["score"]))

@@ -211,8 +211,8 @@ def test_a_rebuilt_page_reads_only_the_changed_models_texts_and_shows_them(layou
     changed[0]["models"][model]["pairs"] = str(path)
     texts_read = []
     real = data._read_arrow
-    monkeypatch.setattr(data, "_read_arrow", lambda p, columns=None, filters=None: (
-        texts_read.append(str(p)) if "hypothesis" in (columns or ()) else None) or real(p, columns, filters))
+    monkeypatch.setattr(data, "_read_arrow", lambda p, columns=None, filters=None, shared=None: (
+        texts_read.append(str(p)) if "hypothesis" in (columns or ()) else None) or real(p, columns, filters, shared))
     write_report(changed, out)
     assert texts_read == [str(path)]  # the other group's page is kept; this group's other models served
     assert "Resubmitted: " in read(out, PAGES[0])

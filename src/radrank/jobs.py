@@ -522,13 +522,14 @@ class CollectShards(Job):
         write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, {}, keys)
 
 
-def merge_scores(score_paths: list) -> tuple:
+def merge_scores(score_paths: list, shared=None) -> tuple:
     """(the score files of one model (one per metric) joined on sample_id, each file's provenance record), both
-    from one read of each file."""
+    from one read of each file; ``shared``: the job's :class:`radrank.io.SharedColumn` of sample ids (its models'
+    files hold the same ones)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    tables = [io.read_table(p) for p in score_paths]
+    tables = [io.read_table(p, shared=shared) for p in score_paths]
     provenance = [io.provenance_of(t.schema) for t in tables]
     ids = tables[0].column("sample_id")
     # ids in strictly increasing order are distinct and sorted already (the case set's order, when a model has
@@ -614,7 +615,8 @@ class Bootstrap(Job):
         score_paths = by_model(input.scores, self.models, len(self.metrics))
         drops_paths = by_model(input.drops, self.models, 1)
         leaves = [leaf for name in self.metrics for leaf in metrics.leaves(name)]
-        merged = {model: merge_scores(paths) for model, paths in score_paths.items()}
+        ids = io.SharedColumn("sample_id")  # every model's score files hold the case set's ids: decoded once
+        merged = {model: merge_scores(paths, ids) for model, paths in score_paths.items()}
         scores = {model: frame for model, (frame, _) in merged.items()}
         cases = pd.read_parquet(input.cases)["sample_id"]
         accounting = pd.read_parquet(input.accounting)

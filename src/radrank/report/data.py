@@ -107,14 +107,15 @@ def _read(path, columns=None, filters=None):
     return table.to_pandas(), meta
 
 
-def _read_arrow(path, columns=None, filters=None):
-    """(pyarrow Table, provenance) of one parquet file; single-threaded (the files are small and many)."""
+def _read_arrow(path, columns=None, filters=None, shared=None):
+    """(pyarrow Table, provenance) of one parquet file; single-threaded (the files are small and many); ``shared``: a
+    :class:`radrank.io.SharedColumn` (without ``filters``)."""
     import pyarrow.parquet as pq
 
     from radrank.io import PROVENANCE_KEY, read_table
 
     if filters is None:
-        table = read_table(path, columns)
+        table = read_table(path, columns, shared=shared)
     else:
         table = pq.read_table(path, columns=columns, filters=filters, use_threads=False)
     raw = (table.schema.metadata or {}).get(PROVENANCE_KEY)
@@ -136,13 +137,16 @@ def _per_sample_values(models: dict, metric_names: list):
     import pandas as pd
     import pyarrow as pa
 
+    from radrank.io import SharedColumn
+
+    shared = SharedColumn("sample_id")  # every model's score files hold the case set's ids: decoded once
     cols = [c for name in metric_names for c in sample_columns(name)]
     owned = {name: [c.column for c in cols if c.column in set(metrics.get(name).columns)] for name in metric_names}
     ids, values, counts, prov = [], {c.column: [] for c in cols}, [], {}
     for model, entry in models.items():
         first = None
         for name in metric_names:
-            table, meta = _read_arrow(entry["scores"][name], ["sample_id", *owned[name]])
+            table, meta = _read_arrow(entry["scores"][name], ["sample_id", *owned[name]], shared=shared)
             prov[model, name] = meta
             sample_ids = table.column("sample_id")
             if first is None:
