@@ -12,7 +12,8 @@ jobs by rule, and the scoring jobs' own account of their pairs (scored, from the
 jobs logged (their own and their processes'). Goal: run 2 costs at most 15 % of run 1's CPU at 20 models, 5 % at
 100; run 3 at most 2 s. The floor is printed too: what run 2 costs before any job does its work — run 3's CPU
 (Snakemake's start, the Snakefile, the DAG, every output's date) plus the start of the worker pool the jobs run in
-(an interpreter importing ``radrank.workers.PRELOAD``, measured here in a process of its own).
+(an interpreter importing ``radrank.workers.PRELOAD``, measured here in a process of its own; where the server is a
+fork of Snakemake's process, what it imports beyond what that process has).
 With --against REV the same three runs are made first for that git revision (the reference in the same run).
 With --full-repeats K the full run is made K times, each from scratch in a copy of its own, and the median is the
 share's denominator (the full run's CPU varied by a fifth between two runs of the same code on this host).
@@ -69,14 +70,18 @@ def job_cpu(work: Path, since: float) -> Counter:
 
 
 def worker_start_cpu(repo: Path, env: dict) -> float:
-    """CPU-s of an interpreter that imports what the worker pool preloads, less one that imports nothing."""
-    code = "from radrank import workers; workers._preload(workers.PRELOAD)"
+    """CPU-s the worker pool's server costs before its first worker: an interpreter that imports what the pool
+    preloads, less one that imports nothing; where the revision forks the server from Snakemake's process
+    (``workers._fork_ready``), less one that imports what that process has as it reads the Snakefile."""
+    forked = "_fork_ready" in (repo / "src" / "radrank" / "workers.py").read_text()
+    before = "import snakemake.api, radrank.workflow, radrank.jobs" if forked else "pass"
+    code = f"{before}; from radrank import workers; workers._preload(workers.PRELOAD)"
     cost = []
-    for argv in ([sys.executable, "-c", code], [sys.executable, "-c", "pass"]):
+    for argv in ([sys.executable, "-c", code], [sys.executable, "-c", before]):
         before = children_cpu()
         subprocess.run(argv, check=True, env={**env, "PYTHONPATH": str(repo / "src")})
         cost.append(children_cpu() - before)
-    return cost[0] - cost[1]
+    return max(cost[0] - cost[1], 0.0)
 
 
 def run(work: Path, env: dict) -> tuple:

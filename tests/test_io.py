@@ -100,3 +100,16 @@ def test_a_shared_column_is_decoded_once_per_encoding_and_reads_as_the_whole_fil
     assert io.read_table(files[2], shared=shared).column("sample_id").to_pylist()[1234] == "case99999"
     # a read without the column, or with a filter-free subset lacking it, is the plain read
     assert io.read_table(files[0], ["score"], shared=shared).equals(pq.read_table(files[0], columns=["score"]))
+
+
+def test_an_empty_text_table_read_twice_is_two_tables(tmp_path):
+    """read_text_table hands out the empty table of a header as a shallow copy of one kept table: what a caller
+    changes in its copy never reaches the next reader's."""
+    path = tmp_path / "m.drops.csv"
+    io.write_csv(pd.DataFrame(columns=["sample_id", "reason"]), path)
+    first = io.read_text_table(path)
+    first.loc[0] = ["=case1", "empty"]
+    first["reason"] = first["reason"].str.upper()
+    second = io.read_text_table(path)
+    assert second.empty and list(second.columns) == ["sample_id", "reason"]
+    pd.testing.assert_frame_equal(second, pd.read_csv(path, dtype=str, keep_default_na=False))

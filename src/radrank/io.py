@@ -26,6 +26,7 @@ import re
 import tempfile
 import threading
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
 PROVENANCE_KEY = b"radrank"
@@ -296,8 +297,17 @@ def read_text_table(path):
         if len(row) != len(header):
             raise ValueError(f"{path}: row {number} after the header has {len(row)} fields, the header "
                              f"{len(header)}")
-    return pd.DataFrame(body, columns=header, dtype=str) if body else pd.DataFrame(
-        {h: pd.Series([], dtype=str) for h in header})
+    return pd.DataFrame(body, columns=header, dtype=str) if body else _empty_text_table(tuple(header)).copy(deep=False)
+
+
+@lru_cache(maxsize=16)
+def _empty_text_table(header: tuple):
+    """The empty table of ``header``'s text columns (a leaderboard's drop files are mostly empty: a job reads one
+    per model, and building the frame cost more than reading the file); handed out as shallow copies, which pandas'
+    copy-on-write keeps from changing it."""
+    import pandas as pd
+
+    return pd.DataFrame({h: pd.Series([], dtype=str) for h in header})
 
 
 def write_text(text: str, path) -> None:

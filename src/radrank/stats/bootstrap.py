@@ -125,8 +125,12 @@ class BootstrapResult:
     common_replicates: "object" = None  # with common_to: their replicates (as ``replicates``) on those cases
 
 
-def _stats_matrix(scores, leaf, case_pos: np.ndarray, n_cases: int) -> np.ndarray:
+def _stats_matrix(scores, leaf, case_pos: np.ndarray, n_cases: int, every_case: bool = False) -> np.ndarray:
+    """The leaf's statistics of every case (zero where the model has none); ``every_case``: ``case_pos`` is every
+    case in order (the usual model: its scores aligned to the case set), so they are that already."""
     per_sample = leaf.statistics(scores)
+    if every_case:
+        return per_sample
     full = np.zeros((n_cases, per_sample.shape[1]))
     full[case_pos] = per_sample
     return full
@@ -503,6 +507,8 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
     n_cases = len(cases)
     case_index = pd.Index(cases, dtype=object)
     positions = {m: case_index.get_indexer(ids[m]) for m in ids}
+    every_case = {m: len(pos) == n_cases and bool(np.array_equal(pos, np.arange(n_cases)))
+                  for m, pos in positions.items()}
     present = {}
     model_stats = {}  # model -> (n_cases, Σk): its leaves' statistics side by side, zero where it has no pair
     for m in models:
@@ -511,7 +517,7 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
         mask = np.zeros(n_cases, dtype=bool)
         mask[case_pos] = True
         present[m] = mask
-        parts = [_stats_matrix(df, leaf, case_pos, n_cases) for leaf in leaves]
+        parts = [_stats_matrix(df, leaf, case_pos, n_cases, every_case[columns[m]]) for leaf in leaves]
         model_stats[m] = np.concatenate(parts, axis=1) if parts else np.zeros((n_cases, 0))
     offsets = np.cumsum([0] + [2 if leaf.is_mean else len(leaf.stats) for leaf in leaves])  # leaf columns
     leaf_by_name = {leaf.name: leaf for leaf in leaves}
