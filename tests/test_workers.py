@@ -265,6 +265,7 @@ from radrank import workers
 import test_workers
 if {second_thread}:
     threading.Thread(target=threading.Event().wait, daemon=True).start()
+print("buffered before prestart")  # not flushed: standard output is a pipe
 os.sched_getaffinity = lambda pid: {{0, 1}}
 workers.prestart(SimpleNamespace(remote_exec=False, subprocess_exec=False))
 pool = workers._POOL
@@ -283,12 +284,14 @@ def test_prestart_forks_the_process_reading_the_snakefile_when_one_thread_runs_i
     With a second thread running the process is not forked (a lock that thread held would stay held in the fork):
     the server is a fresh interpreter, with the same settings."""
     env = {k: v for k, v in os.environ.items()
-           if k not in (*workers.ALLOCATOR_ENV, *workers.BLAS_ENV) and k != workers.ENV}
+           if k not in (*workers.ALLOCATOR_ENV, *workers.BLAS_ENV, workers.ENV, "PYTHONUNBUFFERED")}
     code = _PRESTART.format(paths=[str(Path(__file__).parent), str(Path(workers.__file__).parents[1])],
                             second_thread=second_thread, tmp=str(tmp_path))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
+    assert lines.count("buffered before prestart") == 1, lines  # written by this process, not again by the server
+    lines.remove("buffered before prestart")
     assert len([line for line in lines if line.startswith("prestart returned")]) == 1, lines  # not in the server
     _, _, _, pid, server_type = lines[0].split()
     assert server_type == ("Popen" if second_thread else "_ForkedServer")

@@ -842,6 +842,8 @@ def _fork_server(server_end, alive_r: int, parents: tuple, preload, blas_threads
     imported (pandas, numpy, Snakemake, radrank's plan) the server has at no cost; a fresh interpreter imported them
     again (half a CPU-second in every run). ``parents``: this process's ends of the server's socket and of the
     pipe that must be its alone (closed in the server). The server's pid."""
+    sys.stdout.flush()  # what this process has buffered is written once, here, not again at the server's exit
+    sys.stderr.flush()
     pid = os.fork()
     if pid:
         return pid
