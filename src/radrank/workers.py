@@ -78,6 +78,7 @@ import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from typing import NamedTuple
 
 from radrank import garbage_collector, jobs
 from radrank.errors import ConfigError
@@ -287,9 +288,9 @@ class Pool:
                     os.close(fd)
                 self._server = self._control = self._alive = None
 
-    def start(self, fork: bool = False) -> None:
+    def start(self, fork: "_ForkPlan | None" = None) -> None:
         """Start the fork server now (not at the first job), so that it imports while this process goes on.
-        ``fork``: as a fork of this process where :func:`_fork_ready` says it may be (:func:`prestart`)."""
+        ``fork``: as a fork of this process, with what :func:`_fork_ready` found it may be (:func:`prestart`)."""
         with self._server_lock:
             if self._server is None and not self._closed:
                 self._start_server(fork)
@@ -370,10 +371,10 @@ class Pool:
             theirs.close()
         return _Worker(int(reply), Connection(ours.detach()))
 
-    def _start_server(self, fork: bool = False) -> None:
+    def _start_server(self, fork: "_ForkPlan | None" = None) -> None:
         """(With the server lock.) The pipe outlives a server that died: its busy workers carry on. ``fork``: a
-        fork of this process where :func:`_fork_ready` allows it (what it imported is not imported again), else a
-        fresh interpreter."""
+        fork of this process (what it imported is not imported again; :func:`_fork_ready`), else a fresh
+        interpreter."""
         if self._control is not None:
             self._control.close()
         if self._alive is None:
@@ -382,11 +383,10 @@ class Pool:
         code = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from radrank import workers; "
                 "workers._serve(*map(int, sys.argv[2:4]), json.loads(sys.argv[4]))")
         alive_r = self._alive[0]
-        blas_threads = _fork_ready() if fork else None
-        if blas_threads is not None:
+        if fork is not None:
             try:
                 self._server = _ForkedServer(_fork_server(server_end, alive_r, (control, self._alive[1]),
-                                                          self.preload, blas_threads))
+                                                          self.preload, fork))
             finally:
                 server_end.close()
             self._control = control
@@ -481,12 +481,12 @@ def prestart(workflow) -> None:
     process's pool; a fresh one only with a second CPU (on one its imports would only slow the DAG). A run that then
     has no job for the pool (a dry run, nothing to do) ends the server unused at exit without waiting for it; a
     cluster's main process, once it knows (:func:`stop_on_signals`)."""
-    forked = _fork_ready() is not None  # a fork costs milliseconds: worth it on one CPU too
-    if not forked and len(os.sched_getaffinity(0)) < 2:
+    fork = _fork_ready()  # a fork costs milliseconds: worth it on one CPU too
+    if fork is None and len(os.sched_getaffinity(0)) < 2:
         return
     pool = pool_for(workflow)
     if pool is not None:
-        pool.start(fork=forked)
+        pool.start(fork)
 
 
 def run_in_process(job_type, rule, params, input, output, log, config, workflow) -> None:
@@ -822,22 +822,30 @@ def _blas_thread_setter():
     return None
 
 
-def _fork_ready() -> int | None:
-    """The BLAS threads a fork server forked from this process would set (``OPENBLAS_NUM_THREADS``, else 1, as a
-    fresh server gets them), or None where this process may not be forked: a thread besides this one, the main
-    one, runs (a fork keeps only the forking thread: a lock another one held stays held); or numpy is loaded with a
-    BLAS whose threads cannot be set here (a fresh interpreter reads them from the environment)."""
+class _ForkPlan(NamedTuple):
+    """What a fork server forked from this process sets (:func:`_fork_ready`)."""
+
+    blas_threads: int  # ``OPENBLAS_NUM_THREADS``, else 1, as a fresh server gets them
+    set_blas_threads: object  # OpenBLAS's set_num_threads of the numpy loaded here (None: numpy not loaded yet)
+
+
+def _fork_ready() -> _ForkPlan | None:
+    """How a fork server forked from this process sets its BLAS threads, or None where this process may not be
+    forked: a thread besides this one, the main one, runs (a fork keeps only the forking thread: a lock another one
+    held stays held); or numpy is loaded with a BLAS whose threads cannot be set here (a fresh interpreter reads them
+    from the environment)."""
     if not hasattr(os, "fork") or threading.current_thread() is not threading.main_thread() \
             or threading.active_count() != 1:
         return None
     value = os.environ.get("OPENBLAS_NUM_THREADS", "1").strip()
     threads = int(value) if value.isdigit() and int(value) > 0 else 1
-    if "numpy" in sys.modules and _blas_thread_setter() is None:
+    setter = _blas_thread_setter() if "numpy" in sys.modules else None
+    if "numpy" in sys.modules and setter is None:
         return None
-    return threads
+    return _ForkPlan(threads, setter)
 
 
-def _fork_server(server_end, alive_r: int, parents: tuple, preload, blas_threads: int) -> int:
+def _fork_server(server_end, alive_r: int, parents: tuple, preload, plan: _ForkPlan) -> int:
     """Fork this process (Snakemake's, as it reads the Snakefile: one thread) into the fork server: what it has
     imported (pandas, numpy, Snakemake, radrank's plan) the server has at no cost; a fresh interpreter imported them
     again (half a CPU-second in every run). ``parents``: this process's ends of the server's socket and of the
@@ -857,7 +865,7 @@ def _fork_server(server_end, alive_r: int, parents: tuple, preload, blas_threads
         os.close(devnull)
         for signum in (signal.SIGTERM, signal.SIGHUP):  # as a fresh interpreter has them
             signal.signal(signum, signal.SIG_DFL)
-        _as_fresh_server(blas_threads)
+        _as_fresh_server(plan)
         _serve(server_end.detach(), alive_r, list(preload))  # ends the process
     except BaseException:  # noqa: BLE001 (the server could not start: the line is on stderr, a job starts another)
         import traceback
@@ -869,7 +877,7 @@ def _fork_server(server_end, alive_r: int, parents: tuple, preload, blas_threads
         os._exit(code)
 
 
-def _as_fresh_server(blas_threads: int) -> None:
+def _as_fresh_server(plan: _ForkPlan) -> None:
     """In a fork server forked from Snakemake's process: the memory settings and BLAS threads a fresh one gets from
     its environment (:data:`ALLOCATOR_ENV`; one BLAS thread per worker), where that environment does not set them
     (then this process was started with them); and that environment, for what it imports itself."""
@@ -878,9 +886,8 @@ def _as_fresh_server(blas_threads: int) -> None:
     unset = {name for name in (*ALLOCATOR_ENV, *BLAS_ENV) if name not in os.environ}
     os.environ.update({name: value for name, value in {**ALLOCATOR_ENV, **dict.fromkeys(BLAS_ENV, "1")}.items()
                        if name in unset})
-    setter = _blas_thread_setter() if "numpy" in sys.modules else None
-    if setter is not None:
-        setter(blas_threads)
+    if plan.set_blas_threads is not None:  # numpy loaded before the fork: its BLAS read the environment then
+        plan.set_blas_threads(plan.blas_threads)
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     for name, option in (("MALLOC_MMAP_THRESHOLD_", -3), ("MALLOC_TRIM_THRESHOLD_", -1)):  # M_MMAP_, M_TRIM_
         if mallopt is not None and name in unset:
