@@ -70,6 +70,40 @@ def test_a_text_table_reads_as_read_csv_reads_it(tmp_path):
         io.read_text_table(ragged)
 
 
+def test_spreadsheet_safe_maps_each_distinct_text_once_and_gives_every_cell_what_the_cell_rule_gives():
+    """spreadsheet_safe's columns of repeated strings (a comparisons table's model names) go through io._cell once
+    per distinct value: every cell must be what _cell makes of it, missing values (None, NaN, pd.NA) and
+    non-strings (True beside 1) left as they were."""
+    import numpy as np
+
+    names = ["=model", "@m", "plain", "-1", "a\rb", "+x", "ok"]
+    frame = pd.DataFrame({
+        "model_a": [names[i % len(names)] for i in range(200)],
+        "with_missing": [None if i % 7 == 0 else np.nan if i % 11 == 0 else names[i % 3] for i in range(200)],
+        "na": pd.Series([pd.NA if i % 5 == 0 else names[i % 4] for i in range(200)], dtype=object),
+        "mixed": [True if i % 2 else 1 for i in range(200)],
+        "distinct": [f"=d{i}" for i in range(200)],
+        "string_dtype": pd.Series([names[i % 2] for i in range(200)], dtype="string"),
+        "number": np.arange(200.0),
+    })
+    safe = io.spreadsheet_safe(frame)
+    for name in frame.columns:
+        if name == "number":
+            pd.testing.assert_series_equal(safe[name], frame[name])
+            continue
+        want = [io._cell(v) for v in frame[name].astype(object)]
+        got = safe[name].tolist()
+        assert len(got) == len(want)
+        for g, w in zip(got, want):  # a missing value stays missing (pandas may write pd.NA as NaN)
+            assert (pd.isna(g) and pd.isna(w)) if pd.isna(w) else (type(g) is type(w) and g == w), (name, g, w)
+    assert safe.loc[0, "model_a"] == "'=model" and safe.loc[4, "model_a"] == "a\nb"
+    assert safe["mixed"].map(type).tolist() == frame["mixed"].map(type).tolist()  # True stays True, 1 stays 1
+    cell_by_cell = frame.copy()  # the CSV written is the one a map of every cell gives
+    for name in frame.columns.drop("number"):
+        cell_by_cell[name] = frame[name].astype(object).map(io._cell)
+    assert safe.to_csv(index=False) == cell_by_cell.to_csv(index=False)
+
+
 def test_a_shared_column_is_decoded_once_per_encoding_and_reads_as_the_whole_file(tmp_path):
     """io.SharedColumn: files whose sample_id column is stored as the same bytes get the values decoded from the
     first; a file whose ids differ in one case, or are stored otherwise (another codec, another type), is decoded

@@ -565,9 +565,10 @@ def test_what_drawing_imports_is_imported_before_page_builders_fork(layout, tmp_
 
 
 def test_the_violins_bins_count_as_numpys_histogram_of_the_same_edges():
-    """The distribution figure counts each violin's sorted values by bisection: the counts equal np.histogram's
-    (half-open bins, the last one closed) for values on the edges, ties, one value, values outside the edges
-    (not counted) and the panel's own edges (its values' range)."""
+    """The distribution figure counts each violin's values with numpy's equal-width path (a bin count and a range):
+    the counts equal np.histogram's of the same edges given as an array (half-open bins, the last one closed) for
+    values on the edges, ties, one value, values outside the edges (not counted) and the panel's own edges (its
+    values' range)."""
     from radrank.report.figures import _histogram
 
     rng = np.random.default_rng(3)
@@ -575,10 +576,36 @@ def test_the_violins_bins_count_as_numpys_histogram_of_the_same_edges():
     cases = [rng.random(1000), np.round(rng.random(1000), 1), edges.copy(), np.repeat(edges, 3), np.array([1.0]),
              np.array([0.0]), np.concatenate([rng.random(50), [-0.1, 1.1, 1.0 + 1e-12]]), np.zeros(0)]
     for values in cases:
-        assert np.array_equal(_histogram(np.sort(values), edges), np.histogram(values, bins=edges)[0]), values
+        assert np.array_equal(_histogram(values, edges), np.histogram(values, bins=edges)[0]), values
     skewed = rng.exponential(size=5000)
     own = np.linspace(skewed.min(), skewed.max(), 25)
-    assert np.array_equal(_histogram(np.sort(skewed), own), np.histogram(skewed, bins=own)[0])
+    assert np.array_equal(_histogram(skewed, own), np.histogram(skewed, bins=own)[0])
+
+
+def test_a_pages_per_sample_values_are_every_score_file_as_pandas_reads_it_one_model_after_another(tmp_path):
+    """report.data._per_sample_values (ids decoded once, the model column built from codes) against pandas: each
+    model's score files read with pd.read_parquet, joined, a model column added, concatenated in model order."""
+    from radrank.report.data import _per_sample_values
+
+    rng = np.random.default_rng(5)
+    ids = [f"case-{i:03d}" for i in range(40)]
+    models = {}
+    for k, model in enumerate(["zeta", "alpha", "=m", "mid"]):
+        mine = ids if k != 3 else ids[::2]  # one model with other cases
+        entry = {}
+        for metric, columns in (("bleu2", ["bleu2"]), ("rouge", ["rouge1", "rouge2", "rougeL"])):
+            frame = pd.DataFrame({"sample_id": mine, **{c: rng.random(len(mine)) for c in columns}})
+            frame.loc[1, columns[0]] = np.nan
+            path = tmp_path / f"{model}-{metric}.parquet"
+            io.write_parquet(frame, path, {"metric": metric, "model": model})
+            entry[metric] = str(path)
+        models[model] = {"scores": entry}
+    frame, _, prov = _per_sample_values(models, ["bleu2", "rouge"])
+    want = pd.concat([pd.read_parquet(e["scores"]["bleu2"]).merge(pd.read_parquet(e["scores"]["rouge"]), on="sample_id")
+                      .assign(model=m) for m, e in models.items()], ignore_index=True)
+    want = want[["model", "sample_id", "bleu2", "rouge1", "rouge2", "rougeL"]]
+    pd.testing.assert_frame_equal(frame[want.columns], want, check_exact=True)
+    assert prov["mid", "rouge"] == {"metric": "rouge", "model": "mid"}
 
 
 def test_a_frames_rows_by_model_are_grouped_once_per_frame_and_the_frame_is_not_kept():

@@ -468,6 +468,36 @@ def test_a_damaged_missing_or_forged_filter_never_serves_a_wrong_row(tmp_path, m
         assert sc._read_filter(pack) is not None and sc._may_hold(pack, sc.sorted_prefixes(held[:1]))
 
 
+def test_a_cheap_metrics_lookup_leaves_a_large_pack_holding_few_of_its_pairs_unread(tmp_path, monkeypatch):
+    """seconds_per_pair: a pack whose filter holds too few of the pairs asked for to pay for reading it is not read
+    (its pairs are misses, counted in left_unread); one holding enough is read, and so is every pack for a lookup
+    without a cost, and a pack this process has read already."""
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    every = digests_of(3000)
+    large = ns.store(scores_of(every[:2000]), {"run": "full"})
+    small = ns.store(scores_of(every[2000:2100]), {"run": "new"})
+    reads = []
+    original = sc._read_checked
+    monkeypatch.setattr(sc, "_read_checked", lambda path, secret: reads.append(path.name) or original(path, secret))
+    few = np.concatenate([every[:5], every[2000:2100], every[2900:]])  # 5 in the large pack, 100 in the small one
+    per_byte = sc.PACK_READ_S_PER_BYTE
+    cost = large.stat().st_size * per_byte / 50  # the large pack pays from 50 of its pairs on
+    assert 100 * cost >= small.stat().st_size * per_byte  # the small one pays for its 100
+    got = ns.lookup(few, seconds_per_pair=cost)
+    pd.testing.assert_frame_equal(got, scores_of(every[2000:2100]), check_exact=True)
+    assert reads == [small.name] and ns.left_unread == {large.name: 5}
+    many = np.concatenate([every[:60], every[2900:]])
+    assert sorted(ns.lookup(many, seconds_per_pair=cost).digest) == sorted(every[:60])  # 60 pay for the read
+    assert reads[1:] == [large.name] and ns.left_unread == {}
+    sc._PACKS.clear(), sc._INDEXES.clear()
+    reads.clear()
+    pd.testing.assert_frame_equal(ns.lookup(few), scores_of(np.concatenate([every[:5], every[2000:2100]])),
+                                  check_exact=True)  # no cost given: both read
+    assert sorted(reads) == sorted([large.name, small.name]) and ns.left_unread == {}
+    reads.clear()
+    assert len(ns.lookup(few, seconds_per_pair=cost)) == 105 and reads == []  # read already in this process
+
+
 def test_a_poisoned_pack_with_a_filter_of_its_own_is_read_and_not_served(tmp_path, caplog):
     ns = sc.ScoreCache(tmp_path).namespace(KEY)
     held = digests_of(100)
@@ -674,6 +704,33 @@ def test_compaction_merges_small_packs_into_one_keeping_entries_meta_and_last_us
     pd.testing.assert_frame_equal(ns.lookup(every), scores_of(every), check_exact=True)
     [space] = sc.info(tmp_path)
     assert space.entries == len(every) and len(space.packs) == 1
+
+
+def test_compaction_merges_a_new_submissions_small_packs_among_themselves_not_into_the_full_runs_pack(
+        tmp_path, monkeypatch):
+    """Size tiers: the full run's large pack is left as it is (the same file), while the small packs of later
+    runs are merged once their tier holds COMPACT_MIN_PACKS; a tier short of that is left alone."""
+    ns = sc.ScoreCache(tmp_path).namespace(KEY)
+    every = digests_of(2000 + 10 * sc.COMPACT_MIN_PACKS)
+    large = ns.store(scores_of(every[:2000]), {"run": "full"})
+    small = [ns.store(scores_of(every[2000 + 10 * i: 2010 + 10 * i]), {"run": i}) for i in range(sc.COMPACT_MIN_PACKS)]
+    sizes = {p.path: p.bytes for p in sc._pack_infos(ns.dir)}
+    # tiers of this test's sizes: every small pack under the first bound, the large one at least 4 tiers up
+    monkeypatch.setattr(sc, "COMPACT_TIER_BYTES", max(sizes[p] for p in small) + 1)
+    monkeypatch.setattr(sc, "COMPACT_TIER_FACTOR", 2)
+    assert sc._tier(sizes[large]) >= 3 and {sc._tier(sizes[p]) for p in small} == {0}
+    before = large.read_bytes()
+    assert sc.prune(tmp_path, compact_min_packs=sc.COMPACT_MIN_PACKS + 1).compacted == []  # a tier short of the count
+    [(inputs, output)] = sc.prune(tmp_path).compacted
+    assert inputs == small and sorted(ns.packs()) == sorted([large.name, output.name])
+    assert large.read_bytes() == before  # not rewritten
+    pd.testing.assert_frame_equal(ns.lookup(every), scores_of(every), check_exact=True)
+    # without tiers (one tier for every small pack) the large pack would have been merged too: the test can fail
+    monkeypatch.setattr(sc, "COMPACT_TIER_BYTES", sc.COMPACT_SMALL_BYTES)
+    for i in range(sc.COMPACT_MIN_PACKS - 2):
+        ns.store(scores_of(digests_of(5, 10_000 + 5 * i)), {"run": "more"})
+    [(inputs, output)] = sc.prune(tmp_path).compacted
+    assert large in inputs and ns.packs() == [output.name]
 
 
 def test_off_disables_the_cache(tmp_path, monkeypatch):

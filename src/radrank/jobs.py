@@ -450,6 +450,9 @@ class ScoreGroup(Job):
         log.info("%s on %s/%s: %d models%s, %d pairs, %d distinct%s", self.metric, self.dataset, self.split,
                  len(self.models), kept, c.get("rows", 0), c.get("distinct", c.get("rows", 0)),
                  f", {c['cached']} from the cache, {c['scored']} scored" if "cached" in c else "")
+        if c.get("left_unread"):
+            log.info("%s: about %d of the pairs scored are in score cache packs too large to read for so few at this "
+                     "metric's speed (%g s a pair)", self.metric, c["left_unread"], metric.seconds_per_pair)
         if references is not None:  # the same line whether or not the pairs needed them (all from the cache)
             log.info("%s: the group's %d references, prepared once for every model: made here %d, from an earlier run "
                      "%d%s", self.metric, len(references.texts), len(references.made), len(references.served),

@@ -47,7 +47,8 @@ pair is scored again), never serve a wrong row; one that does not parse is ignor
 
 "Last used" is cheap and safe under concurrency: a lookup touches (utime) the namespace's marker and the
 packs it took rows from; ``prune`` removes the packs unused for longest first (their mtime: the last store
-or lookup hit), and compacts namespaces of many small packs into a few.
+or lookup hit), and compacts many small packs of about one size into a few (a size tier at a time: a
+small pack is never merged into a much larger one, so a run's compaction costs about what its stores wrote).
 
 The root is ``score_cache.dir`` in the config; when that is empty, the ``RADRANK_SCORE_CACHE`` environment
 variable; else ``~/.cache/radrank/scores`` (``$XDG_CACHE_HOME/radrank/scores``). ``off`` disables the cache.
@@ -86,12 +87,19 @@ DIGEST_CHARS = 32  # hex characters of sha256 kept: 128 bits
 META_KEY = b"radrank_score_cache"
 ROW_GROUP_ROWS = 65_536  # a lookup reads only the row groups of a pack that hold its hits
 READ_TRIES = 20  # listings a read tries while prune/compaction remove the packs it listed
-COMPACT_MIN_PACKS = 8  # a namespace is compacted when it has this many small packs
+COMPACT_MIN_PACKS = 8  # a size tier of a namespace is compacted when it holds this many small packs
 COMPACT_SMALL_BYTES = 32 << 20  # packs below this size are merged ...
 COMPACT_TARGET_BYTES = 128 << 20  # ... into packs of about this size (bounded memory while merging)
+# the size tiers: under 1 MiB, then each up to 4x the one below; a pack is merged with packs of its own tier only
+COMPACT_TIER_BYTES = 1 << 20
+COMPACT_TIER_FACTOR = 4
 FILTER_SUFFIX = ".filter"  # a pack's digest filter: <pack stem>.filter beside <pack stem>.parquet
 FILTER_MAGIC = b"radrank-digest-filter-1\n"
 STALE_TEMP_S = 86_400  # a temporary file this old belongs to a job that was killed mid-write
+# what reading a pack costs (its bytes read and checked, its digests decoded), per byte: 4-13 ns on the 2-core host
+# of docs/benchmarks.md for packs of 2.6-50 MB; a lookup for a metric cheaper than that (Metric.seconds_per_pair)
+# leaves a pack that holds too few of its pairs unread
+PACK_READ_S_PER_BYTE = 6e-9
 
 log = logging.getLogger("radrank")
 
@@ -467,15 +475,21 @@ def _read_filter(pack: Path) -> np.ndarray | None:
     return prefixes
 
 
-def _may_hold(pack: Path, asked: np.ndarray) -> bool:
-    """Whether the pack may hold one of the ``asked`` prefixes (sorted, distinct): True without a usable filter."""
+def _held(pack: Path, asked: np.ndarray) -> int | None:
+    """How many of the ``asked`` prefixes (sorted, distinct) the pack's filter holds; None without a usable filter."""
     prefixes = _read_filter(pack)
     if prefixes is None:
-        return True
+        return None
     if not len(prefixes) or not len(asked):
-        return False
+        return 0
     at = np.minimum(np.searchsorted(prefixes, asked), len(prefixes) - 1)
-    return bool((prefixes[at] == asked).any())
+    return int(np.count_nonzero(prefixes[at] == asked))
+
+
+def _may_hold(pack: Path, asked: np.ndarray) -> bool:
+    """Whether the pack may hold one of the ``asked`` prefixes (sorted, distinct): True without a usable filter."""
+    held = _held(pack, asked)
+    return held is None or held > 0
 
 
 def _identity(st) -> tuple:
@@ -731,6 +745,7 @@ class Namespace:
         self.columns = tuple(columns) if columns is not None else None
         self.secret = secret
         self.skipped: tuple = ()  # (path, reason) of the packs the last lookup did not serve
+        self.left_unread: dict = {}  # pack name -> the asked pairs it holds, of the packs the last lookup left unread
         self.answered_meta: dict | None = None  # the ``meta`` of the oldest pack that gave the last lookup rows
 
     @property
@@ -757,18 +772,45 @@ class Namespace:
         raise ScoreCacheError(f"score cache {self.dir}: packs kept vanishing while being read ({READ_TRIES} "
                               "listings); is a prune or compaction looping?")
 
-    def lookup(self, digests) -> pd.DataFrame:
+    def lookup(self, digests, *, seconds_per_pair: float | None = None) -> pd.DataFrame:
         """Column ``digest`` plus the stored columns for the digests present, each once, in the order of
         their first occurrence in ``digests``; the dtypes they were stored with (the digest column alone when no
         pack's digest filter holds any of them: no pack is read). Only packs that pass their checks answer
-        (:attr:`skipped` names the others among those read)."""
+        (:attr:`skipped` names the others among those read).
+
+        ``seconds_per_pair``: what scoring a pair costs the metric (:attr:`radrank.metrics.base.Metric.seconds_per_pair`).
+        A pack whose filter holds too few of the pairs asked for to pay for reading it (PACK_READ_S_PER_BYTE) is
+        left unread, and its pairs count as misses (:attr:`left_unread`): a new submission's lexical scoring found
+        a hundred of its 10,000 pairs in a leaderboard's packs of a million, and read 25-50 MB for them. A pack this
+        process has read already is always read (its digests are in memory)."""
         wanted = pd.unique(np.asarray(digests, dtype=object))
         self.answered_meta = None
+        self.left_unread = {}
         if not self.enabled or not self.dir.is_dir():
             return _no_rows()
         _touch(self.dir / "last-used")
         asked = sorted_prefixes(wanted)
-        return self._read(lambda index: self._lookup(index, wanted), keep=lambda path: _may_hold(path, asked))
+        keep = (lambda path: _may_hold(path, asked)) if seconds_per_pair is None else \
+            (lambda path: self._worth_reading(path, asked, seconds_per_pair))
+        return self._read(lambda index: self._lookup(index, wanted), keep=keep)
+
+    def _worth_reading(self, pack: Path, asked: np.ndarray, seconds_per_pair: float) -> bool:
+        held = _held(pack, asked)
+        if held is not None and held == 0:
+            return False
+        try:
+            st = os.stat(pack, follow_symlinks=False)
+        except FileNotFoundError:  # gone since the listing: the read lists again
+            return True
+        memo = _PACKS.get((pack, self.secret))
+        if held is None or (memo is not None and memo.identity == _identity(st)):
+            return True
+        worth = held * seconds_per_pair >= st.st_size * PACK_READ_S_PER_BYTE
+        if worth:
+            self.left_unread.pop(pack.name, None)
+        else:
+            self.left_unread[pack.name] = held
+        return worth
 
     def _lookup(self, index: _Index, wanted: np.ndarray) -> pd.DataFrame:
         import pyarrow as pa
@@ -1174,7 +1216,7 @@ def prune(root, max_bytes: int | None = None, older_than_days: float | None = No
     """Bound the cache under ``root``: with ``damaged``, remove the packs that fail their checks (never folders;
     refused when every pack fails its checksum: a wrong secret); remove the packs unused for ``older_than_days``,
     then the least recently used packs until at most ``max_bytes`` remain; then (``compact``) merge the small
-    served packs of every namespace holding ``compact_min_packs`` or more into a few. Namespaces left without
+    served packs of every size tier of a namespace holding ``compact_min_packs`` or more into a few (:func:`_compact`). Namespaces left without
     packs are removed, and so are temporary files of jobs killed mid-write. ``dry_run``: say what would be done,
     do nothing."""
     now = time.time()
@@ -1269,26 +1311,42 @@ def _remove_namespace(folder: Path) -> None:
         pass
 
 
+def _tier(size: int) -> int:
+    """A pack's size tier: 0 under COMPACT_TIER_BYTES, each next one up to COMPACT_TIER_FACTOR times larger."""
+    tier, bound = 0, COMPACT_TIER_BYTES
+    while size >= bound:
+        tier, bound = tier + 1, bound * COMPACT_TIER_FACTOR
+    return tier
+
+
 def _compact(folder: Path, packs: list, min_packs: int, dry_run: bool, secret: bytes) -> list:
-    """Merge the small packs of a namespace (oldest first, into packs of about COMPACT_TARGET_BYTES): the
-    merged pack keeps the oldest input's creation time and meta, and the latest "last used"; it is renamed
-    into place before the inputs are removed, so a concurrent lookup always finds every entry. A pack that is
-    not served is never merged (nor removed here)."""
+    """Merge the small packs of a namespace, tier by tier (:func:`_tier`): a tier holding ``min_packs`` or more is
+    merged, oldest first, into packs of about COMPACT_TARGET_BYTES. A small pack is never merged into a much larger
+    one: a new submission's pack of 10,000 pairs waits for seven more of its size instead of rewriting the million
+    pairs of the full run's pack with it (each stored pair is rewritten about once per tier, not once per
+    ``min_packs`` stores), and the packs a lookup may read stay fewer than ``min_packs`` per tier. The merged pack
+    keeps the oldest input's creation time and meta, and the latest "last used"; it is renamed into place before
+    the inputs are removed, so a concurrent lookup always finds every entry. A pack that is not served is never
+    merged (nor removed here)."""
     small = [p for p in packs if p.bytes < COMPACT_SMALL_BYTES and PACK_NAME.fullmatch(p.path.name)]
-    if len(small) < min_packs:
-        return []
-    batches, batch, size = [], [], 0
-    for p in small:
-        batch.append(p)
-        size += p.bytes
-        if size >= COMPACT_TARGET_BYTES:
-            batches.append(batch)
-            batch, size = [], 0
-    batches.append(batch)
+    tiers: dict = {}
+    for p in small:  # oldest first, as listed
+        tiers.setdefault(_tier(p.bytes), []).append(p)
     done = []
-    for batch in (b for b in batches if len(b) >= 2):
-        inputs, output = ([p.path for p in batch], None) if dry_run else _merge(folder, batch, secret)
-        done.append((inputs, output))
+    for tier in sorted(tiers):
+        if len(tiers[tier]) < min_packs:
+            continue
+        batches, batch, size = [], [], 0
+        for p in tiers[tier]:
+            batch.append(p)
+            size += p.bytes
+            if size >= COMPACT_TARGET_BYTES:
+                batches.append(batch)
+                batch, size = [], 0
+        batches.append(batch)
+        for batch in (b for b in batches if len(b) >= 2):
+            inputs, output = ([p.path for p in batch], None) if dry_run else _merge(folder, batch, secret)
+            done.append((inputs, output))
     return done
 
 

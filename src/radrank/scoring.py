@@ -116,11 +116,13 @@ def score_group(name: str, settings, pairs_by_model: dict, *, required: dict | N
 
     cached = cache is not None and cache.enabled and metric.cache_scores
     namespace = cache.namespace(cache_key(metric, settings, runtime), columns=metric.columns) if cached else None
-    found = namespace.lookup(distinct[KEY].tolist()) if namespace is not None else None
+    found = namespace.lookup(distinct[KEY].tolist(), seconds_per_pair=metric.seconds_per_pair) \
+        if namespace is not None else None
     found = found if found is not None and len(found) else None
     todo = distinct[~distinct[KEY].isin(found["digest"])] if found is not None else distinct
     if namespace is not None:
-        counts.update(cached=len(distinct) - len(todo), scored=len(todo), skipped_packs=len(namespace.skipped))
+        counts.update(cached=len(distinct) - len(todo), scored=len(todo), skipped_packs=len(namespace.skipped),
+                      left_unread=sum(namespace.left_unread.values()))
         namespace.record_hits(asked=len(distinct), served=len(distinct) - len(todo))
     parts, models_prov = [], None
     if found is not None:

@@ -184,6 +184,10 @@ class Metric:
     # keep per-pair scores in the score cache (False: recomputing is cheaper); even counting n-grams costs more than
     # a lookup (benchmarks/lexical_cache.py)
     cache_scores: ClassVar[bool] = True
+    # CPU-seconds scoring one pair costs (its reference prepared too), for a metric so cheap that reading a large
+    # pack of the score cache for a few of its pairs costs more than scoring them: a lookup then leaves such a
+    # pack unread (radrank.score_cache.Namespace.lookup); None: every pack holding a pair asked for is read
+    seconds_per_pair: ClassVar[float | None] = None
     # the scoring job gives it the group's references (inputs["references"]), which it prepares once per group
     prepares_references: ClassVar[bool] = False
 

@@ -104,6 +104,7 @@ class BLEU2(Metric):
     name = "bleu2"
     description = "BLEU-2 per report, ReXrank's bleu_score (fast-bleu semantics), mean over reports"
     family = "core"
+    seconds_per_pair = 4e-5  # 20,000 pairs of tests/synthetic.py on the 2-core host of docs/benchmarks.md
     prepares_references = True
     columns = ("bleu2",)
     leaves = (mean_leaf("bleu2", "BLEU"),)

@@ -93,6 +93,7 @@ class BLEU4(Metric):
     name = "bleu4"
     description = "Corpus BLEU-4 (RadEval / pycocoevalcap BleuScorer), recomputed from per-sample n-gram statistics"
     family = "core"
+    seconds_per_pair = 5e-5  # 20,000 pairs of tests/synthetic.py on the 2-core host of docs/benchmarks.md
     prepares_references = True
     columns = ("bleu4_sentence",) + STATS
     leaves = (Leaf(name="bleu4", label="BLEU-4", stats=STATS, corpus=corpus_bleu),)

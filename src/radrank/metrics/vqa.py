@@ -146,6 +146,7 @@ class VQA(Metric):
     name = "vqa"
     description = "VQA tokenized F1, closed (yes/no) accuracy and open token recall (MedGemma / RadHarmony protocol)"
     family = "core"
+    seconds_per_pair = 7e-5  # 20,000 pairs of tests/synthetic.py on the 2-core host of docs/benchmarks.md
     columns = COLUMNS
     leaves = (
         mean_leaf("vqa_token_f1", "VQA token F1"),

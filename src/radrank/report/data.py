@@ -167,7 +167,11 @@ def _per_sample_values(models: dict, metric_names: list):
                                       type=pa.large_string()).to_pandas()
     else:
         sample_ids = np.concatenate([np.asarray(i.to_pylist(), dtype=object) for i in ids] or [np.zeros(0, object)])
-    frame = {"model": np.repeat(np.asarray(list(models), dtype=object), counts), "sample_id": sample_ids}
+    # the model names as Arrow strings decoded from their codes: an object array of a million names converted
+    # to pandas' string column cost three times as much (the same column: tests/test_report.py)
+    codes = pa.array(np.repeat(np.arange(len(models), dtype=np.int32), counts))
+    names = pa.DictionaryArray.from_arrays(codes, pa.array(list(models), pa.large_string()))
+    frame = {"model": names.cast(pa.large_string()).to_pandas(), "sample_id": sample_ids}
     for c in cols:
         frame[c.column] = np.concatenate(values[c.column]) if values[c.column] else np.full(sum(counts), np.nan)
     return pd.DataFrame(frame), cols, prov

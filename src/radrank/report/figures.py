@@ -503,19 +503,17 @@ def forest_figure(names: list, panels: list, *, name: str, title: str) -> str:
     return grid.canvas.svg(title)
 
 
-def _histogram(ordered: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """``np.histogram(ordered, edges)``'s counts (each bin half-open, the last closed) of values sorted ascending:
-    the bins' bounds found by bisection. np.histogram sorts every array again for edges given as an array, and the
-    violins' values are sorted once for their quartiles too (at 100 models x 10,000 cases, a page's sorts cost
-    0.2 CPU-s)."""
-    bounds = np.append(np.searchsorted(ordered, edges[:-1], side="left"),
-                       np.searchsorted(ordered, edges[-1], side="right"))
-    return np.diff(bounds)
+def _histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``np.histogram(values, edges)``'s counts (each bin half-open, the last closed) for the evenly spaced ``edges``
+    the figure draws (``np.linspace``): numpy's equal-width path, one pass over the values, which it takes for a
+    bin count and a range and checks against the same edges. Given the edges as an array, numpy sorts every array
+    (at 100 models x 10,000 cases, a page's sorts cost 0.2 CPU-s)."""
+    return np.histogram(values, bins=len(edges) - 1, range=(edges[0], edges[-1]))[0]
 
 
-def _density(ordered: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Histogram density of sorted values on ``edges``, lightly smoothed (1-2-1), scaled to a maximum of 1."""
-    counts = _histogram(ordered, edges)
+def _density(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Histogram density of the values on ``edges``, lightly smoothed (1-2-1), scaled to a maximum of 1."""
+    counts = _histogram(values, edges)
     smooth = np.convolve(np.pad(counts.astype("float64"), 1, mode="edge"), [0.25, 0.5, 0.25], mode="valid")
     top = smooth.max()
     return smooth / top if top > 0 else smooth
@@ -531,9 +529,9 @@ def distribution_figure(names: list, panels: list, *, name: str, title: str, bin
     grid = _model_panels(names, len(panels), 0.26, name)
     for i, (ax, p) in enumerate(zip(grid.panels, panels)):
         color = ACCENT if p["accent"] else INK
-        finite = [np.sort(v[np.isfinite(v)]) for v in p["values"]]  # sorted once: bins and quartiles
-        everything = np.concatenate(finite) if finite else np.zeros(0)
-        lo, hi = (float(everything.min()), float(everything.max())) if everything.size else (0.0, 1.0)
+        finite = [v[np.isfinite(v)] for v in p["values"]]  # unsorted: the bins and quartiles need no sort
+        bounds = [(v.min(), v.max()) for v in finite if v.size]
+        lo, hi = (float(min(b[0] for b in bounds)), float(max(b[1] for b in bounds))) if bounds else (0.0, 1.0)
         if hi <= lo:
             lo, hi = lo - 0.5, hi + 0.5
         edges = np.linspace(lo, hi, bins + 1)
