@@ -43,7 +43,11 @@ prefixes of its digests (8 bytes an entry), written with the pack (and by the fi
 A lookup reads the filters first and reads, checks and decodes only the packs whose filter holds a prefix it asks
 for: a new model's pairs, mostly new, no longer cost a read of every pack of the namespace. A filter is only a
 filter: a pack it admits is read and checked as always, so a damaged, stale or forged filter can cost a miss (the
-pair is scored again), never serve a wrong row; one that does not parse is ignored and the pack read.
+pair is scored again), never serve a wrong row; one that does not parse is ignored and the pack read. For a metric
+that scores a pair for less than it costs to read a pack (``Metric.seconds_per_pair``: the lexical metrics), a
+lookup also leaves unread a pack whose filter holds too few of the pairs asked for to pay for reading it
+(``PACK_READ_S_PER_BYTE``); those pairs are scored, the numbers the pack holds (a pack this process has read
+already is always read).
 
 "Last used" is cheap and safe under concurrency: a lookup touches (utime) the namespace's marker and the
 packs it took rows from; ``prune`` removes the packs unused for longest first (their mtime: the last store
