@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import html
 import math
+import numbers
 import re
 
 # Nothing may be fetched: no network, no file; inline style and script only; images only as data: URIs
@@ -235,10 +236,12 @@ def is_missing(x) -> bool:
     """None, NaN, pandas' NA / NaT: no value."""
     if x is None:
         return True
-    if isinstance(x, (str, bytes)):
+    if isinstance(x, (str, bytes, int)):
         return False
     if isinstance(x, float):
         return math.isnan(x)
+    if isinstance(x, numbers.Integral):  # numpy's integers: a page's counts (no pandas call for each)
+        return False
     import pandas as pd
 
     try:
