@@ -308,9 +308,11 @@ class Cell:
         self.text, self.sort, self.cls, self.raw, self.md, self.title = text, sort, cls, raw, md, title
 
     def sort_key(self):
-        if self.sort is None or is_missing(self.sort):
-            return None if self.sort is None else float("nan")
-        return float(self.sort)
+        if self.sort is None:
+            return None
+        if type(self.sort) is float:  # the usual number: no further checks
+            return self.sort
+        return float("nan") if is_missing(self.sort) else float(self.sort)
 
     def html(self) -> str:
         attrs = ""
@@ -328,7 +330,7 @@ class Cell:
         if self.raw:
             raise ValueError("a paged table's cells are text, not markup")
         text = visible(self.text)
-        extra = " ".join(c for c in self.cls.split() if c not in column_cls.split())
+        extra = " ".join(c for c in self.cls.split() if c not in column_cls.split()) if self.cls else ""
         key = self.sort_key()
         if key is None and not extra:
             return text
