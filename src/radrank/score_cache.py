@@ -782,8 +782,8 @@ class Namespace:
         pack's digest filter holds any of them: no pack is read). Only packs that pass their checks answer
         (:attr:`skipped` names the others among those read).
 
-        ``seconds_per_pair``: what scoring a pair costs the metric (:attr:`radrank.metrics.base.Metric.seconds_per_pair`).
-        A pack whose filter holds too few of the pairs asked for to pay for reading it (PACK_READ_S_PER_BYTE) is
+        ``seconds_per_pair``: what scoring a pair costs the metric
+        (:attr:`radrank.metrics.base.Metric.seconds_per_pair`). A pack whose filter holds too few of the pairs asked for to pay for reading it (PACK_READ_S_PER_BYTE) is
         left unread, and its pairs count as misses (:attr:`left_unread`): a new submission's lexical scoring found
         a hundred of its 10,000 pairs in a leaderboard's packs of a million, and read 25-50 MB for them. A pack this
         process has read already is always read (its digests are in memory)."""
@@ -799,8 +799,10 @@ class Namespace:
         return self._read(lambda index: self._lookup(index, wanted), keep=keep)
 
     def _worth_reading(self, pack: Path, asked: np.ndarray, seconds_per_pair: float) -> bool:
+        """Whether a lookup at ``seconds_per_pair`` reads the pack (see :meth:`lookup`); one it leaves unread is
+        noted in :attr:`left_unread`."""
         held = _held(pack, asked)
-        if held is not None and held == 0:
+        if held == 0:
             return False
         try:
             st = os.stat(pack, follow_symlinks=False)
@@ -1220,8 +1222,8 @@ def prune(root, max_bytes: int | None = None, older_than_days: float | None = No
     """Bound the cache under ``root``: with ``damaged``, remove the packs that fail their checks (never folders;
     refused when every pack fails its checksum: a wrong secret); remove the packs unused for ``older_than_days``,
     then the least recently used packs until at most ``max_bytes`` remain; then (``compact``) merge the small
-    served packs of every size tier of a namespace holding ``compact_min_packs`` or more into a few (:func:`_compact`). Namespaces left without
-    packs are removed, and so are temporary files of jobs killed mid-write. ``dry_run``: say what would be done,
+    served packs of every size tier of a namespace holding ``compact_min_packs`` or more into a few
+    (:func:`_compact`). Namespaces left without packs are removed, and so are temporary files of jobs killed mid-write. ``dry_run``: say what would be done,
     do nothing."""
     now = time.time()
     result = PruneResult(dry_run=dry_run)

@@ -300,7 +300,8 @@ class ReplicateMemo:
     def store_comparisons(self, pairs: list, values: np.ndarray, level: float) -> None:
         """Keep the comparisons of ``pairs`` ((a, b) models; ``values``: (pairs, leaves, :data:`COMPARISON_FIELDS`))
         for the next run, in place of any."""
-        key = {m: np.frombuffer(bytes.fromhex(self.keys[m]), dtype="uint8") for m in {m for pair in pairs for m in pair}}
+        models = {m for pair in pairs for m in pair}
+        key = {m: np.frombuffer(bytes.fromhex(self.keys[m]), dtype="uint8") for m in models}
         arrays = {"context": self._pairs_context(level),
                   "a": np.array([key[a] for a, _ in pairs]), "b": np.array([key[b] for _, b in pairs]),
                   "values": np.asarray(values, dtype="float64")}
@@ -589,7 +590,8 @@ def bootstrap(scores_by_model: dict, leaves, *, n_boot: int = 1000, seed: int = 
             values[row_of[a, b], j] = [compared[a, b, leaf.name][f] for f in COMPARISON_FIELDS]
     if memo is not None and equal:
         memo.store_comparisons(equal, values[[row_of[pair] for pair in equal]], level)
-    n_common = np.array([int(present[a].sum()) if case_set[a] == case_set[b] else int((present[a] & present[b]).sum())
+    n_present = {m: int(present[m].sum()) for m in models}  # a pair with one case set has its count in common
+    n_common = np.array([n_present[a] if case_set[a] == case_set[b] else int((present[a] & present[b]).sum())
                          for a, b in pairs], dtype="int64")
 
     replicates = _long_replicates(keys, point, reps, n_boot)
