@@ -60,7 +60,10 @@ PAIRS = "results/pairs/{dataset}/{split}/{model}.parquet"
 DROPS = "results/pairs/{dataset}/{split}/{model}.drops.csv"
 CASES = "results/cases/{dataset}/{split}.parquet"  # the dataset's case set, once its submissions agree (rule cases)
 ACCOUNTING = "results/cases/{dataset}/{split}.accounting"  # + .parquet / .csv: per model, what it lacks of the set
-SCORES = "results/scores/{dataset}/{split}/{model}/{metric}.parquet"
+# a metric's score files of one group: one folder, the scoring job's one output (a job with an output per model
+# cost Snakemake a record and an incomplete-marker file per model, most of a new submission's cost outside its jobs)
+SCORE_DIR = "results/scores/{dataset}/{split}/{metric}"
+SCORES = f"{SCORE_DIR}/{{model}}.parquet"  # one model's, in its metric's folder (jobs.model_score_paths)
 SCORE_SHARD = "results/scores/{dataset}/{split}/.shards/{metric}/{shard}.parquet"  # a group's slice of its pairs
 STATS = "results/stats/{dataset}/{split}"
 SUMMARIES = "results/summary/{dataset}/{split}"  # + /{model}/results.csv, ... (written by the bootstrap job)
@@ -115,8 +118,8 @@ def canonical_file(w):
 
 
 def group_score_files(r):
-    """A scoring rule's files (workflow.ScoreRule): its input (every model's pairs and the scores of the metrics
-    it reads), every model's score file, and its shards' files."""
+    """A scoring rule's files (workflow.ScoreRule): its input (every model's pairs and the score folders of the
+    metrics it reads), its metric's score folder, and its shards' files."""
     group = {"dataset": r.dataset, "split": r.split}
 
     def per_model(template, **more):
@@ -130,9 +133,9 @@ def group_score_files(r):
         "input": {
             "pairs": per_model(PAIRS),
             **checked,
-            **{req: per_model(SCORES, metric=req) for req in metrics.get(r.metric).requires},
+            **{req: SCORE_DIR.format(**group, metric=req) for req in metrics.get(r.metric).requires},
         },
-        "scores": per_model(SCORES, metric=r.metric),
+        "score_dir": SCORE_DIR.format(**group, metric=r.metric),
         "shard": shard,
         "shards": [shard.format(shard=f"{i}-of-{count}") for i in range(count)],
     }
@@ -142,12 +145,8 @@ def each_model(template, w, **fixed):
     return [template.format(**w, model=m, **fixed) for m in PLAN.models_for(w.dataset, w.split)]
 
 
-def group_scores(w):
-    return [
-        SCORES.format(**w, model=m, metric=x)
-        for m in PLAN.models_for(w.dataset, w.split)
-        for x in PLAN.metrics_for_split(w.split)
-    ]
+def group_score_dirs(w):
+    return [SCORE_DIR.format(**w, metric=x) for x in PLAN.metrics_for_split(w.split)]
 
 
 def report_inputs(w):
@@ -185,11 +184,9 @@ def threaded(params, threads):
     return SimpleNamespace(job={**params.job, "processes": threads})
 
 
-def metaeval_scores(w):
+def metaeval_score_dirs(w):
     return [
-        SCORES.format(
-            dataset=metaeval.dataset_name(w.metaeval_set), split=metaeval.SPLIT, model=metaeval.MODEL, metric=m
-        )
+        SCORE_DIR.format(dataset=metaeval.dataset_name(w.metaeval_set), split=metaeval.SPLIT, metric=m)
         for m in PLAN.metric_names
     ]
 

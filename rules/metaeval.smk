@@ -25,7 +25,7 @@ rule metaeval_agreement:
     """Agreement of every metric leaf with the set's judgements, bootstrap intervals, metric comparisons."""
     input:
         item_table=f"{METAEVAL}/items.parquet",
-        scores=metaeval_scores,
+        score_dirs=metaeval_score_dirs,
     output:
         scores=f"{METAEVAL}/scores.parquet",
         agreement=f"{METAEVAL}/agreement.csv",

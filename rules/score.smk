@@ -1,7 +1,7 @@
 # Scoring: one job per metric × dataset × split, across every model of the group (radrank.scoring): the
 # job reads every model's pairs, scores each distinct pair once — loading the metric's model once — takes
-# pairs scored before from the score cache, and writes every model's score file (keeping those whose inputs
-# are unchanged: radrank.score_reuse). The rules are generated
+# pairs scored before from the score cache, and writes every model's score file in the metric's folder of the
+# group (keeping those whose inputs are unchanged: radrank.score_reuse). The rules are generated
 # from the Plan, which answers every question about a metric from its settings built once (environment,
 # GPUs, resources, identity); their params hold only the metric's identity, so a speed-only setting, the
 # bootstrap or the leaderboard re-scores nothing, and removing a metric re-scores no other.
@@ -20,9 +20,9 @@ for score_rule in PLAN.score_rules():
     in_process = PLAN.in_process(metric_name)
     env_name = PLAN.env_of(metric_name)
     rule_name = f"{score_rule.name}_shard" if sharded else score_rule.name
-    # update(): a model's score file whose inputs are unchanged is kept, not rescored (radrank.score_reuse);
-    # Snakemake restores the files if the job fails
-    outputs = {"shard": files["shard"]} if sharded else {"scores": [update(f) for f in files["scores"]]}
+    # one folder of every model's score file; update(): a model's file whose inputs are unchanged is kept, not
+    # rescored (radrank.score_reuse); Snakemake restores the folder if the job fails
+    outputs = {"shard": files["shard"]} if sharded else {"score_dir": update(directory(files["score_dir"]))}
     shard_part = ".{shard}" if sharded else ""
     log_name = f"logs/score/{score_rule.dataset}/{score_rule.split}/{metric_name}{shard_part}.log"
     job = (
@@ -95,7 +95,7 @@ for score_rule in PLAN.score_rules():
                 **{k: v for k, v in files["input"].items() if k in ("pairs", "cases")},
                 shards=files["shards"],
             output:
-                scores=files["scores"],
+                score_dir=directory(files["score_dir"]),
             log:
                 f"logs/score/{score_rule.dataset}/{score_rule.split}/{metric_name}.collect.log",
             priority: scoring_first

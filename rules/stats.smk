@@ -3,7 +3,7 @@ rule bootstrap:
     and every model's RadHarmony-style result files (written here, so adding a model reruns one job
     per group instead of every model's summary)."""
     input:
-        scores=group_scores,
+        score_dirs=group_score_dirs,
         drops=lambda w: each_model(DROPS, w),
         cases=CASES,
         accounting=f"{ACCOUNTING}.parquet",

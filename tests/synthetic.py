@@ -307,7 +307,7 @@ def write_workflow_outputs(root, *, n_models: int = 4, n_cases: int = 200, split
                 identity = metric.identity(metric.settings())
                 frame = pd.DataFrame({"sample_id": every_case["sample_id"],
                                       **_score_columns(name, quality, rng, every_case)})
-                path = root / f"results/scores/{dataset}/{split}/{model}/{name}.parquet"
+                path = root / f"results/scores/{dataset}/{split}/{name}/{model}.parquet"
                 io.write_parquet(frame, path, provenance.record(
                     "scores", metric=name, metric_version=identity["version"], settings=identity["settings"],
                     environment=provenance.environment(metric.packages)))

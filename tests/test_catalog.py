@@ -69,12 +69,12 @@ def test_test_config_runs_to_complete_outputs(tmp_path):
     assert board[["BLEU", "ROUGE-L"]].notna().all().all()
     for model in TEST_MODELS:
         for metric in ("bleu2", "rouge"):
-            scores = pd.read_parquet(results / f"scores/tiny_cxr/findings/{model}/{metric}.parquet")
+            scores = pd.read_parquet(results / f"scores/tiny_cxr/findings/{metric}/{model}.parquet")
             assert sorted(scores["sample_id"]) == cases, (model, metric)
         summary = pd.read_csv(results / f"summary/tiny_cxr/findings/{model}/results.csv")
         assert list(summary["bootstrap"]) == list(range(-1, 200))
         # the leaderboard's point estimate is the mean of the model's per-case scores
-        mean = pd.read_parquet(results / f"scores/tiny_cxr/findings/{model}/bleu2.parquet")["bleu2"].mean()
+        mean = pd.read_parquet(results / f"scores/tiny_cxr/findings/bleu2/{model}.parquet")["bleu2"].mean()
         assert board.set_index("model").loc[model, "BLEU"] == round(mean, 3)
     html = (results / "report/report.html").read_text()
     assert html.startswith("<!doctype html>") and 'href="tiny_cxr_findings.html"' in html

@@ -170,14 +170,14 @@ def test_results_and_clean_tell_another_sheets_outputs_from_this_configs(tmp_pat
                              and "template" not in line))  # this config: careful and hasty on demo_cxr
     ours = ["results/leaderboard/demo_cxr_findings.csv", "results/report/demo_cxr_findings.html",
             "results/report/report.md", "results/pairs/demo_cxr/findings/hasty.parquet",
-            "results/pairs/demo_cxr/findings/hasty.drops.csv", "results/scores/demo_cxr/reports/careful/bleu2.parquet",
+            "results/pairs/demo_cxr/findings/hasty.drops.csv", "results/scores/demo_cxr/reports/bleu2/careful.parquet",
             "results/stats/demo_cxr/findings/summary.parquet", "results/cases/demo_cxr/findings.parquet",
             "results/summary/demo_cxr/findings/careful/results.csv", "results/metaeval/radpref/agreement.csv",
             "results/pairs/metaeval-radpref/metaeval/candidates.parquet", "results/mrscore/demo/model/MODEL_CARD.md"]
     theirs = ["results/leaderboard/demo_clinic_findings.csv", "results/report/demo_clinic_findings.html",
-              "results/pairs/demo_clinic/findings/careful.parquet", "results/scores/demo_clinic/findings/careful/bleu2.parquet",
+              "results/pairs/demo_clinic/findings/careful.parquet", "results/scores/demo_clinic/findings/bleu2/careful.parquet",
               "results/stats/demo_clinic/findings/summary.parquet", "results/cases/demo_clinic/findings.parquet",
-              "results/summary/demo_clinic/findings/careful/results.csv", "results/scores/demo_cxr/findings/template/bleu2.parquet",
+              "results/summary/demo_clinic/findings/careful/results.csv", "results/scores/demo_cxr/findings/bleu2/template.parquet",
               "results/pairs/demo_cxr/findings/template.parquet", "results/pairs/demo_cxr/findings/template.drops.csv",
               "results/metaeval/rexval/agreement.csv", "results/pairs/metaeval-rexval/metaeval/candidates.parquet"]
     for name in ours + theirs:
@@ -189,9 +189,10 @@ def test_results_and_clean_tell_another_sheets_outputs_from_this_configs(tmp_pat
     listed = {str(wd / p) for p in ("results/leaderboard/demo_clinic_findings.csv",
                                     "results/report/demo_clinic_findings.html", "results/cases/demo_clinic/findings.parquet",
                                     "results/pairs/demo_cxr/findings/template.parquet",
-                                    "results/pairs/demo_cxr/findings/template.drops.csv")} | {
+                                    "results/pairs/demo_cxr/findings/template.drops.csv",
+                                    "results/scores/demo_cxr/findings/bleu2/template.parquet")} | {
         str(wd / p) + "/" for p in ("results/pairs/demo_clinic", "results/scores/demo_clinic", "results/stats/demo_clinic",
-                                    "results/summary/demo_clinic", "results/scores/demo_cxr/findings/template",
+                                    "results/summary/demo_clinic",
                                     "results/metaeval/rexval", "results/pairs/metaeval-rexval")}
     out = radrank("results", cwd=wd)
     assert out.returncode == 0, out.stderr

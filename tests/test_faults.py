@@ -74,12 +74,13 @@ def test_failed_shard_is_the_only_scoring_job_redone(tmp_path):
     workdir = make_workdir(tmp_path, shards={"rouge": 3})
     snakemake(workdir)
     group = workdir / "results/scores/demo_cxr/findings"
-    merged = [group / model / "rouge.parquet" for model in ("careful", "hasty", "template")]
+    merged = [group / "rouge" / f"{model}.parquet" for model in ("careful", "hasty", "template")]
     lost = group / ".shards/rouge/1-of-3.parquet"
     before = [p.read_bytes() for p in merged]
-    # As after a failed shard job: that shard and everything downstream of it are missing.
+    # As after a failed shard job: that shard and everything downstream of it are missing (the metric's folder of
+    # score files, the collect job's output, included).
     results = workdir / "results"
-    downstream = [lost, *merged, *results.glob("stats/demo_cxr/findings/*"),
+    downstream = [lost, group / "rouge", *results.glob("stats/demo_cxr/findings/*"),
                   *results.glob("summary/demo_cxr/findings/*/*"), results / "leaderboard/demo_cxr_findings.csv",
                   *results.glob("report/*")]
     for path in downstream:

@@ -40,7 +40,7 @@ def test_metaeval_target_writes_every_set(metaeval_run):
         assert table.loc[table["metric"] == "bleu4", "measure"].eq("not_applicable").all()
         # each set was scored by the ordinary scoring rule, as dataset metaeval-<set>
         for metric in ("bleu2", "bleu4", "rouge"):
-            assert (workdir / f"results/scores/metaeval-{name}/metaeval/candidates/{metric}.parquet").is_file()
+            assert (workdir / f"results/scores/metaeval-{name}/metaeval/{metric}/candidates.parquet").is_file()
     # only the meta-evaluation ran: no leaderboard, no ingest of the submissions
     assert not (workdir / "results/leaderboard").exists()
     for metric in ("bleu2", "bleu4", "rouge"):  # one job per metric and set

@@ -130,7 +130,7 @@ def test_the_leaderboard_scores_with_the_trained_model(trained):
     snakemake(trained, "--configfile", "config/config.yaml", "config/mrscore-demo-use.yaml")
     board = pd.read_csv(trained / "results/leaderboard/demo_cxr_findings.csv")
     assert board["MRScore"].between(0, 1, inclusive="neither").all()
-    prov = read_provenance(trained / "results/scores/demo_cxr/findings/careful/mrscore.parquet")
+    prov = read_provenance(trained / "results/scores/demo_cxr/findings/mrscore/careful.parquet")
     settings = prov["settings"]
     assert settings["trained"].startswith(f"{OUT}/model@") and settings["adapter"] == f"{OUT}/model/adapter"
     assert prov["models"]["demo"] is True  # make mrscore-demo's random base: the page says so first

@@ -62,23 +62,23 @@ def test_leaderboard_ranks_by_radcliq_v1(panel_run):
 
 def test_radcliq_is_recomputed_from_its_component_files(panel_run):
     work, _ = panel_run
-    scores = work / "results/scores/demo_cxr/findings/careful"
-    frames = {m: pd.read_parquet(scores / f"{m}.parquet") for m in ("radgraph", "bertscore", "semb", "bleu2")}
+    scores = work / "results/scores/demo_cxr/findings"
+    frames = {m: pd.read_parquet(scores / m / "careful.parquet") for m in ("radgraph", "bertscore", "semb", "bleu2")}
     features = np.column_stack([frames[m][col] for m, col in radcliq.FEATURES])
-    out = pd.read_parquet(scores / "radcliq.parquet")
+    out = pd.read_parquet(scores / "radcliq/careful.parquet")
     assert np.allclose(out["radcliq_v1"], radcliq.radcliq_v1(features), rtol=0, atol=1e-12)
     assert np.allclose(out["radcliq_v0"], radcliq.radcliq_v0(features), rtol=0, atol=1e-12)
 
 
 def test_every_model_number_traces_to_its_model(panel_run):
     work, settings = panel_run
-    scores = work / "results/scores/demo_cxr/findings/careful"
-    bert = read_provenance(scores / "bertscore.parquet")
+    scores = work / "results/scores/demo_cxr/findings"
+    bert = read_provenance(scores / "bertscore/careful.parquet")
     assert bert["environment"]["env"] == "rexrank"
     assert bert["environment"]["packages"]["transformers"].startswith("4.")
     assert bert["settings"]["model"] == settings["bertscore"]["model"]
     assert json.dumps(bert["models"]).count(weights_digest(settings["bertscore"]["model"])) >= 1
-    semb = read_provenance(scores / "semb.parquet")
+    semb = read_provenance(scores / "semb/careful.parquet")
     assert weights_digest(settings["semb"]["checkpoint"]) in json.dumps(semb["models"])
     radgraph = read_provenance(scores / "radgraph.parquet")
     assert radgraph["environment"]["env"] == "rexrank" and radgraph["models"]

@@ -70,7 +70,7 @@ def test_the_report_reads_its_inputs_by_name(layout):
     assert named["group0_pairs"] == [str(m["pairs"]) for m in layout[0]["models"].values()]
     assert named["metaeval"] == ["a/agreement.csv"]
     assert set(named) == {"metaeval", *(f"group{i}_{kind}" for i in range(len(layout)) for kind in
-                                         ("leaderboard", "ranks", "summary", "comparisons", "pairs", "drops", "scores"))}
+                                         ("leaderboard", "ranks", "summary", "comparisons", "pairs", "drops", "score_dirs"))}
     keys = ("dataset", "split", "leaderboard", "ranks", "summary", "comparisons")
     read = job.layout(jobs.Files(named))
     assert [{k: str(e[k]) for k in keys} for e in layout] == [{k: e[k] for k in keys} for e in read]

@@ -109,7 +109,7 @@ def test_an_added_model_is_the_only_one_scored_and_summarised_and_the_rerun_is_a
     assert {p: p.read_bytes() for p in kept} == kept
     log = (workdir / "logs/score/demo_cxr/findings/bleu2.log").read_text()
     assert "4 models (3 kept unchanged, 1 scored)" in log, log
-    assert (group / "newcomer/bleu2.parquet").is_file()
+    assert (group / "bleu2/newcomer.parquet").is_file()
     assert {p: p.stat().st_mtime_ns for p in summary_mtimes} == summary_mtimes
     assert (summaries / "newcomer/results.csv").is_file()
     # the bootstrap resamples no model it has seen (radrank.stats.bootstrap.ReplicateMemo); the memo is keyed by
@@ -225,9 +225,9 @@ def test_a_worse_resubmission_rebuilds_its_groups_pages_and_the_kept_page_is_wha
 
     # A score file rewritten with other bytes and its date set back: Snakemake sees no change, but a report run
     # for another reason (here forced) must not keep the page built from the old bytes.
-    score = workdir / "results/scores/demo_clinic/findings/careful/bleu2.parquet"
+    score = workdir / "results/scores/demo_clinic/findings/bleu2/careful.parquet"
     stat = score.stat()
-    shutil.copy(workdir / "results/scores/demo_clinic/findings/template/bleu2.parquet", score)
+    shutil.copy(workdir / "results/scores/demo_clinic/findings/bleu2/template.parquet", score)
     os.utime(score, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     snakemake(workdir, "--forcerun", "report")
     log = (workdir / "logs/report.log").read_text()

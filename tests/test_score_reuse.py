@@ -52,11 +52,13 @@ class Group:
     def scores(self, model):
         return str(self.root / f"scores/{model}.parquet")
 
-    def run(self, cache, settings=None, digest_memo=None, reference_memo=None):
+    def run(self, cache, settings=None, digest_memo=None, reference_memo=None, *, folder=False):
+        """``folder``: the output named as the workflow's rule names it (the metric's folder of score files)."""
         (self.root / "pairs").mkdir(exist_ok=True)
         job = jobs.ScoreGroup.of(self.metric, self.models, settings, cache=cache, digest_memo=digest_memo,
                                  reference_memo=reference_memo)
         job.run(jobs.Files(pairs=[str(self.root / f"pairs/{m}.parquet") for m in self.models], cases=self.cases),
+                jobs.Files(score_dir=str(self.root / "scores")) if folder else
                 jobs.Files(scores=[self.scores(m) for m in self.models]))
 
     def fresh(self, model):
@@ -105,6 +107,24 @@ def test_a_new_model_is_the_only_one_scored(group, tmp_path, scored_rows):
     scored_rows.clear()
     group.run(cache)  # a forced rerun with nothing changed scores nothing
     assert scored_rows == []
+
+
+def test_a_metric_folder_holds_the_groups_models_and_keeps_theirs(group, tmp_path, scored_rows):
+    """The rule's output is the metric's folder: every model's file is <folder>/<model>.parquet, the files named
+    one by one are the same bytes, a model taken off the sheet leaves no file behind and the others are kept."""
+    cache = ScoreCache(tmp_path / "cache")
+    group.run(cache)
+    listed = {m: open(group.scores(m), "rb").read() for m in "abc"}
+    shutil.rmtree(tmp_path / "scores")
+    group.run(cache, folder=True)
+    assert {p.name for p in (tmp_path / "scores").iterdir()} == {"a.parquet", "b.parquet", "c.parquet"}
+    assert {m: open(group.scores(m), "rb").read() for m in "abc"} == listed
+    group.models.remove("b")
+    scored_rows.clear()
+    group.run(cache, folder=True)
+    assert scored_rows == []  # a and c kept
+    assert {p.name for p in (tmp_path / "scores").iterdir()} == {"a.parquet", "c.parquet"}
+    assert {m: open(group.scores(m), "rb").read() for m in "ac"} == {m: listed[m] for m in "ac"}
 
 
 def test_kept_and_fresh_files_are_the_same_bytes(group, tmp_path):

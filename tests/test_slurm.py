@@ -165,7 +165,7 @@ def test_example_workflow_runs_through_sbatch_with_gpus_and_retries(cluster, tmp
 
 
 def scores_provenance(work: Path) -> dict:
-    score = next((work / "results/scores").rglob("rouge.parquet"))
+    score = next((work / "results/scores").rglob("rouge/*.parquet"))
     code = ("import json, sys; sys.path.insert(0, 'src'); from radrank import io; "
             f"print(json.dumps(io.read_provenance({str(score)!r})['environment']))")
     out = subprocess.run([str(envs.env_path("core") / "bin" / "python"), "-c", code], cwd=work,

@@ -71,7 +71,7 @@ def test_leaderboard_has_green_from_vllm(green_run):
 
 
 def test_green_ran_in_the_vllm_env(green_run):
-    scores = green_run / "results/scores/demo_cxr/findings/careful/green.parquet"
+    scores = green_run / "results/scores/demo_cxr/findings/green/careful.parquet"
     frame = pd.read_parquet(scores)
     assert frame["green"].round(12).eq(round(1 / 6, 12)).all()
     prov = read_provenance(scores)

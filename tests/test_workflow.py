@@ -77,10 +77,10 @@ def test_example_leaderboard_matches_scores(example_run):
 
     board = pd.read_csv(example_run / "results/leaderboard/demo_cxr_findings.csv").set_index("model")
     for model in board.index:
-        scores = example_run / f"results/scores/demo_cxr/findings/{model}"
-        bleu2 = pd.read_parquet(scores / "bleu2.parquet")["bleu2"].mean()
+        scores = example_run / "results/scores/demo_cxr/findings"
+        bleu2 = pd.read_parquet(scores / f"bleu2/{model}.parquet")["bleu2"].mean()
         assert board.loc[model, "BLEU"] == round(bleu2, 3)
-        stats = pd.read_parquet(scores / "bleu4.parquet")[list(bleu4.STATS)].sum().to_numpy()
+        stats = pd.read_parquet(scores / f"bleu4/{model}.parquet")[list(bleu4.STATS)].sum().to_numpy()
         assert board.loc[model, "BLEU-4"] == round(float(bleu4.corpus_bleu(stats)), 3)
 
 
@@ -150,7 +150,7 @@ def test_example_report_appendix(example_run):
 def test_provenance_in_outputs(example_run):
     from radrank.io import read_provenance
 
-    prov = read_provenance(example_run / "results/scores/demo_cxr/findings/careful/rouge.parquet")
+    prov = read_provenance(example_run / "results/scores/demo_cxr/findings/rouge/careful.parquet")
     assert prov["metric"] == "rouge" and prov["stage"] == "scores"
     assert prov["environment"]["packages"]["rouge-score"] == "0.1.2"
     assert prov["pairs"]["sources"]["sha256"]

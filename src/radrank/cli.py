@@ -273,7 +273,8 @@ def job_table(dry_run_output: str) -> list[str]:
 # results/<folder>/<dataset>/<split>/ of each dataset x split (and of each meta-evaluation set's pairs); the
 # leaderboards, report pages and case sets are files named by dataset and split (radrank.jobs, rules/common.smk)
 GROUP_FOLDERS = ("pairs", "scores", "stats", "summary")
-PER_MODEL = ("pairs", "scores", "summary")  # <split>/<model>.parquet, .drops.csv or <model>/
+PER_MODEL = ("pairs", "summary")  # <split>/<model>.parquet, .drops.csv or <model>/
+PER_METRIC = ("scores",)  # <split>/<metric>/<model>.parquet (rules/common.smk SCORES)
 INDEX_PAGE = Path(REPORT_FILES[1])
 
 
@@ -314,17 +315,31 @@ def foreign_outputs(plan) -> list[Path]:
                 if (dataset.name, split.name) not in groups:
                     found.append(split)
                     continue
-                if folder not in PER_MODEL:
-                    continue
                 models = set(plan.models_for(dataset.name, split.name))
-                found += [p for p in sorted(split.iterdir()) if not p.name.startswith(".")
-                          and p.name.split(".", 1)[0] not in models]  # a model no longer in the sheet
+                if folder in PER_MODEL:
+                    found += [p for p in sorted(split.iterdir()) if not p.name.startswith(".")
+                              and p.name.split(".", 1)[0] not in models]  # a model no longer in the sheet
+                elif folder in PER_METRIC:
+                    found += _other_scores(split, set(plan.metrics_for_split(split.name)), models)
     for cases in sorted(Path("results/cases").glob("*/*.parquet")):
         if (cases.parent.name, cases.stem) not in groups:
             found.append(cases)
     found += [p for p in sorted(Path("results/metaeval").glob("*")) if p.is_dir() and p.name not in
               plan.metaeval_sets]
     return sorted(dict.fromkeys(found))
+
+
+def _other_scores(split: Path, metric_names: set, models: set) -> list[Path]:
+    """In a group's scores folder: the folders of metrics this config does not have, and in its metrics'
+    folders the score files of models no longer in the sheet."""
+    found = []
+    for folder in sorted(p for p in split.iterdir() if not p.name.startswith(".")):
+        if not folder.is_dir() or folder.name not in metric_names:
+            found.append(folder)
+            continue
+        found += [p for p in sorted(folder.iterdir()) if not p.name.startswith(".")
+                  and p.name.removesuffix(".parquet") not in models]
+    return found
 
 
 def results(ns, args: list[str]) -> int:

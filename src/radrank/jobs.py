@@ -381,9 +381,11 @@ def _score_provenance(metric_name: str, settings, models, pairs_identity, requir
 class ScoreGroup(Job):
     """One metric over every model of one dataset × split, each distinct pair scored once (radrank.scoring).
 
-    Input: ``pairs`` (one file per model, in :attr:`models` order) and, per required metric, its score files
-    (same order). Output: ``scores`` (one file per model, same order) — or, for one shard of the group's
-    distinct pairs, ``shard`` (the shard's table of pair keys and scores; :class:`CollectShards` joins them).
+    Input: ``pairs`` (one file per model, in :attr:`models` order) and, per required metric, its folder of
+    score files (or its score files, same order). Output: ``score_dir``, the metric's folder of the group's score
+    files (one per model: :func:`model_score_paths`), or ``scores`` (one file per model, same order) — or, for one
+    shard of the group's distinct pairs, ``shard`` (the shard's table of pair keys and scores;
+    :class:`CollectShards` joins them).
     """
 
     metric: str
@@ -427,12 +429,15 @@ class ScoreGroup(Job):
         from radrank.scoring import GroupScores, score_group
 
         metric = metrics.get(self.metric)
-        required = {req: dict(zip(self.models, input[req])) for req in metric.requires}
+        # a required metric's folder of score files (a rule's input), or its files (the Python API's)
+        required = {req: dict(zip(self.models, input[req] if isinstance(input[req], (list, tuple)) else
+                                  model_score_paths(input[req], self.models))) for req in metric.requires}
         cases = read_cases(input.get("cases"))
+        outputs = None if self.shard is not None else score_files(output, self.models, folders_key="score_dir")
         # a score file whose inputs are unchanged is kept (radrank.score_reuse): a new model pays for its own
         digests = FileDigests(self.digest_memo)
         reuse = None if self.shard is not None else score_reuse.GroupReuse.of(
-            metric, self.settings, self.models, input.pairs, output.scores, cases, required,
+            metric, self.settings, self.models, input.pairs, outputs, cases, required,
             keep=self.cache is not None and self.cache.enabled, digests=digests)
         digests.save()
         todo = [m for m in self.models if reuse is None or m not in reuse.kept]
@@ -466,11 +471,13 @@ class ScoreGroup(Job):
             prov = _score_provenance(self.metric, self.settings, result.models, None, versions, self.shard)
             io.write_parquet(result.keys, output.shard, prov)
             return
-        outs = dict(zip(self.models, output.scores))
+        outs = dict(zip(self.models, outputs))
         write_model_scores(self.metric, self.settings, result, todo, [paths[m] for m in todo],
                            [outs[m] for m in todo], versions, None if reuse is None else reuse.keys)
         if reuse is not None:
             reuse.touch_kept()
+        if output.get("score_dir") is not None:
+            remove_other_models(output.score_dir, self.models)
 
 
 def write_model_scores(metric_name, settings, result, models, pair_paths, score_paths, versions: dict,
@@ -494,7 +501,8 @@ def write_model_scores(metric_name, settings, result, models, pair_paths, score_
 class CollectShards(Job):
     """A sharded metric's group: the shards' tables joined, every model's score file written.
     Input: ``pairs`` (one file per model, in :attr:`models` order), ``shards`` and the group's ``cases`` (none for
-    a meta-evaluation set). Output: ``scores``."""
+    a meta-evaluation set). Output: ``score_dir`` (the metric's folder of the group's score files) or ``scores``
+    (one file per model)."""
 
     metric: str
     identity: dict
@@ -520,9 +528,10 @@ class CollectShards(Job):
                              models=io.read_provenance(input.shards[0]).get("models"))
         log.info("%s: %d shards, %d distinct pairs, %d models", self.metric, len(input.shards), len(rows),
                  len(self.models))
-        keys = score_reuse.GroupReuse.of(metric, self.settings, self.models, input.pairs, output.scores, cases,
+        outputs = score_files(output, self.models, folders_key="score_dir")
+        keys = score_reuse.GroupReuse.of(metric, self.settings, self.models, input.pairs, outputs, cases,
                                          keep=False).keys
-        write_model_scores(self.metric, self.settings, result, self.models, input.pairs, output.scores, {}, keys)
+        write_model_scores(self.metric, self.settings, result, self.models, input.pairs, outputs, {}, keys)
 
 
 def merge_scores(score_paths: list, shared=None) -> tuple:
@@ -577,6 +586,35 @@ def check_case_set(scores: dict, cases) -> None:
                                "missing; rerun its scoring jobs (snakemake --forcerun cases)")
 
 
+def model_score_paths(folders, models) -> list:
+    """Each model's score file in each metric's folder of a group (``folders``: one folder or a list, in metric
+    order), model by model as :func:`by_model` reads them: ``<folder>/<model>.parquet`` (rules/common.smk
+    SCORES)."""
+    import os
+
+    folders = [folders] if isinstance(folders, (str, os.PathLike)) else list(folders)
+    return [os.path.join(str(folder), f"{model}.parquet") for model in models for folder in folders]
+
+
+def score_files(files, models, *, files_key: str = "scores", folders_key: str = "score_dirs") -> list:
+    """A job's per-model score files: in the metric folders a rule names (``folders_key``), else as listed
+    (``files_key``: the Python API's and the tests' explicit files)."""
+    folders = files.get(folders_key)
+    return model_score_paths(folders, models) if folders is not None else list(files[files_key])
+
+
+def remove_other_models(folder, models) -> list:
+    """Remove the score files in a metric's folder of models the group no longer has (a model taken off the
+    sheet): the folder holds the group's models' files only. Returns the paths removed."""
+    from pathlib import Path
+
+    keep = {f"{model}.parquet" for model in models}
+    gone = [p for p in sorted(Path(str(folder)).glob("*.parquet")) if p.name not in keep]
+    for path in gone:
+        path.unlink()
+    return gone
+
+
 def by_model(paths: list, models: list, per_model: int) -> dict:
     """model -> its ``per_model`` consecutive paths of a list laid out model by model."""
     paths = list(paths)
@@ -591,8 +629,9 @@ def by_model(paths: list, models: list, per_model: int) -> dict:
 @dataclass(frozen=True)
 class Bootstrap(Job):
     """Statistics of one dataset × split over every model (one shared resample matrix) and every model's
-    RadHarmony-style files. Input: ``scores`` (models × metrics, in order), ``drops`` (models), and the group's
-    ``cases`` and ``accounting`` (:class:`Cases`)."""
+    RadHarmony-style files. Input: ``score_dirs`` (one folder per metric, in order: :func:`model_score_paths`)
+    or ``scores`` (models × metrics, in order), ``drops`` (models), and the group's ``cases`` and ``accounting``
+    (:class:`Cases`)."""
 
     dataset: str
     split: str
@@ -617,7 +656,7 @@ class Bootstrap(Job):
         from radrank.stats.failures import failure_accounting, judges_of, score_failures
         from radrank.summaries import write_model_summaries
 
-        score_paths = by_model(input.scores, self.models, len(self.metrics))
+        score_paths = by_model(score_files(input, self.models), self.models, len(self.metrics))
         drops_paths = by_model(input.drops, self.models, 1)
         leaves = [leaf for name in self.metrics for leaf in metrics.leaves(name)]
         ids = io.SharedColumn("sample_id")  # every model's score files hold the case set's ids: decoded once
@@ -783,8 +822,10 @@ class Report(Job):
         """The rule's input by name for ``layout`` (as :meth:`layout` gives it; :meth:`layout` reads it back). Per
         group ``i`` (page order): ``group{i}_leaderboard``, ``_ranks``, ``_summary``, ``_comparisons`` (one file
         each), ``group{i}_pairs`` and ``group{i}_drops`` (one per model, in the group's model order),
-        ``group{i}_scores`` (per model its score files, in the group's metric order); ``metaeval``: one agreement
-        table per set."""
+        ``group{i}_score_dirs`` (one folder of every model's score files per metric, in the group's metric order:
+        the layout's score files must be :func:`model_score_paths`); ``metaeval``: one agreement table per set."""
+        import os
+
         from radrank.report.data import GROUP_FILES, MODEL_FILES
 
         named = {}
@@ -793,7 +834,12 @@ class Report(Job):
             metric_names = list(models[0]["scores"]) if models else []
             named.update({f"group{i}_{kind}": str(entry[kind]) for kind in GROUP_FILES})
             named.update({f"group{i}_{kind}": [str(m[kind]) for m in models] for kind in MODEL_FILES})
-            named[f"group{i}_scores"] = [str(m["scores"][name]) for m in models for name in metric_names]
+            folders = [os.path.dirname(str(models[0]["scores"][name])) for name in metric_names]
+            given = [str(m["scores"][name]) for m in models for name in metric_names]
+            if given != model_score_paths(folders, entry["models"]):
+                raise ValueError(f"group {i}: a model's score files must be <metric folder>/<model>.parquet, one "
+                                 f"folder per metric (rules/common.smk SCORES); got {given[:len(metric_names)]}")
+            named[f"group{i}_score_dirs"] = folders
         named["metaeval"] = [str(path) for path in metaeval_paths]
         return named
 
@@ -804,7 +850,8 @@ class Report(Job):
 
         out = []
         for i, (dataset, split, models, metric_names) in enumerate(self.groups):
-            scores = by_model(input[f"group{i}_scores"], list(models), len(metric_names))
+            scores = by_model(model_score_paths(input[f"group{i}_score_dirs"], models), list(models),
+                              len(metric_names))
             per_model = {kind: by_model(input[f"group{i}_{kind}"], list(models), 1) for kind in MODEL_FILES}
             entry = {"dataset": dataset, "split": split, "models": {},
                      **{kind: str(input[f"group{i}_{kind}"]) for kind in GROUP_FILES}}
@@ -1066,7 +1113,8 @@ class MetaevalPairs(Job):
 @dataclass(frozen=True)
 class MetaevalAgreement(Job):
     """Per-item scores, agreement per metric leaf with its interval, and paired metric comparisons.
-    Input: ``item_table`` and ``scores`` (one file per metric, in :attr:`metric_names` order)."""
+    Input: ``item_table`` and ``score_dirs`` (the set's folder per metric, in :attr:`metric_names` order) or
+    ``scores`` (its file per metric, same order)."""
 
     set_name: str
     metric_names: tuple
@@ -1083,7 +1131,9 @@ class MetaevalAgreement(Job):
         item_set = from_meta(prov["metaeval"], io.read_parquet(input.item_table))
         leaves = [leaf for name in self.metric_names for leaf in metrics.leaves(name)]
         metric_of_leaf = {leaf.name: name for name in self.metric_names for leaf in metrics.leaves(name)}
-        scores, score_provenance = merge_scores(list(input.scores))
+        from radrank import metaeval
+
+        scores, score_provenance = merge_scores(score_files(input, [metaeval.MODEL]))
         per_item, table, comparisons = agreement.evaluate(
             item_set, scores, leaves, n_boot=self.n_boot, seed=self.seed, level=self.level,
             tie_tolerance=self.tie_tolerance, metric_of_leaf=metric_of_leaf)

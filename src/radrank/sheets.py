@@ -13,7 +13,7 @@ project), as people expect of a file that names other files — not from the fol
 
 Model and dataset names (:func:`is_name`): letters, digits and ``_ . + -``, not starting with a
 punctuation mark, at most :data:`MAX_NAME_LENGTH` characters (they become file names, e.g.
-``results/scores/{dataset}/{split}/{model}/{metric}.parquet`` and the jobs' log files).
+``results/scores/{dataset}/{split}/{metric}/{model}.parquet`` and the jobs' log files).
 """
 
 from __future__ import annotations
