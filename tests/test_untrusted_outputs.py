@@ -395,6 +395,17 @@ def test_report_files_hold_no_bidi_control(hostile_report):
     assert visible(BIDI_CONTROLS) == "".join(f"\\u{ord(c):04x}" for c in BIDI_CONTROLS)
 
 
+def test_every_character_made_visible_is_one_a_printable_text_lacks():
+    """visible() returns a printable text as it is: that is only right if no printable character is one the
+    report replaces (every code point checked, the scan's answer against the shortcut's)."""
+    from radrank.report.page import _CONTROL, _picture, visible
+
+    replaced = [c for c in map(chr, range(0x110000)) if _CONTROL.match(c)]
+    assert replaced and not any(c.isprintable() for c in replaced)
+    for c in replaced + ["a", "\t", "\n", "é", "\u00a0", "\u2028"]:
+        assert visible(f"x{c}y") == _CONTROL.sub(_picture, f"x{c}y")
+
+
 def test_report_markdown_has_no_html_and_links_only_to_http(hostile_report):
     out, _ = hostile_report
     md = (out / "report.md").read_text()

@@ -786,9 +786,32 @@ class Report(Job):
     metaeval_sets: tuple
     config_hash: str
     processes: int = field(default=1, metadata={"param": False})
+    # where each group's file digests are remembered (GROUP_DIGESTS, filled in per dataset × split), or None: the
+    # page keys hashed every file of every group (1,000 at 100 models, 0.1 CPU-s), most of them unchanged
+    digest_memo: str | None = built()
     # fewer (model, group) entries than this are built here when the helpers are spawned: a spawned process's
     # start (its imports, some 2 s) would cost more than it saves
     PARALLEL_MIN_ENTRIES = 60
+
+    @classmethod
+    def from_params(cls, params, config):
+        return dataclasses.replace(cls(**dict(params)), digest_memo=GROUP_DIGESTS)
+
+    def _digests(self, layout: list):
+        """path -> sha256 of a file the pages read: from its group's memo where :attr:`digest_memo` is set (the
+        memo the group's scoring jobs keep: its pairs files are there already), else read; and the memos to save."""
+        from radrank.provenance import file_sha256
+
+        if self.digest_memo is None:
+            return file_sha256, []
+        from radrank.report.reuse import group_files
+
+        memos, of_path = [], {}
+        for entry in layout:
+            memo = FileDigests(self.digest_memo.format(dataset=entry["dataset"], split=entry["split"]))
+            memos.append(memo)
+            of_path.update({path: memo for path in group_files(entry)})
+        return (lambda path: of_path[str(path)](path) if str(path) in of_path else file_sha256(path)), memos
 
     @staticmethod
     def page_name(dataset: str, split: str) -> str:
@@ -905,7 +928,10 @@ class Report(Job):
                    "nav": navigation([(e["dataset"], e["split"]) for e in layout]),
                    "metaeval": bool(self.metaeval_sets), "config_hash": self.config_hash}
         # a directory output, complete once the index is written; it keeps the figures of the pages still right
-        reuse = PageReuse(layout, options, pages, output.figures)
+        digest, memos = self._digests(layout)
+        reuse = PageReuse(layout, options, pages, output.figures, digest)
+        for memo in memos:
+            memo.save()
         kept = reuse.kept()
         reuse.prepare(kept)
         todo = [(path, entry) for path, entry in zip(pages, layout) if os.path.basename(path) not in kept]

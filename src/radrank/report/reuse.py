@@ -139,13 +139,16 @@ class DrillDownMemo:
 class PageReuse:
     """Which pages of one report job are kept (:meth:`kept`), and the bookkeeping of those it builds."""
 
-    def __init__(self, layout: list, options: dict, pages: list, figures_dir):
+    def __init__(self, layout: list, options: dict, pages: list, figures_dir, digest=None):
+        """``digest``: path -> the sha256 of the file's bytes (a remembering :class:`radrank.digests.FileDigests`;
+        default: each file read)."""
         from radrank.provenance import file_sha256
 
+        digest = digest or file_sha256
         self.dir = Path(figures_dir)
         self.pages = [str(p) for p in pages]
         self.entries = {os.path.basename(p): entry for p, entry in zip(self.pages, layout)}
-        self.digests = {path: file_sha256(path) for entry in layout for path in group_files(entry)}
+        self.digests = {path: digest(path) for entry in layout for path in group_files(entry)}
         self.keys = {name: group_key(entry, options, self.digests) for name, entry in self.entries.items()}
         self.drill_down = {name: drill_down_keys(entry, options["cases"], self.digests)
                            for name, entry in self.entries.items()}
