@@ -80,9 +80,9 @@ def test_every_model_number_traces_to_its_model(panel_run):
     assert json.dumps(bert["models"]).count(weights_digest(settings["bertscore"]["model"])) >= 1
     semb = read_provenance(scores / "semb/careful.parquet")
     assert weights_digest(settings["semb"]["checkpoint"]) in json.dumps(semb["models"])
-    radgraph = read_provenance(scores / "radgraph.parquet")
+    radgraph = read_provenance(scores / "radgraph/careful.parquet")
     assert radgraph["environment"]["env"] == "rexrank" and radgraph["models"]
-    core = read_provenance(scores / "bleu2.parquet")
+    core = read_provenance(scores / "bleu2/careful.parquet")
     assert core["environment"]["env"] == "core"
 
 
