@@ -87,6 +87,19 @@ class Group:
     def rank_leaf(self) -> str:
         return str(self.board["rank_metric"].iloc[0])
 
+    @property
+    def rank_pairs(self) -> dict:
+        """The rank leaf's comparisons keyed both ways (:func:`radrank.stats.ranks.pair_table`), built once per
+        comparisons frame and leaf (a page asked for them four times: 5,050 pairs at 100 models)."""
+        from radrank.stats import ranks
+
+        held = self.__dict__.get("_rank_pairs", (None, None, None))
+        leaf = self.rank_leaf
+        if held[0] is not self.comparisons or held[1] != leaf:
+            held = (self.comparisons, leaf, ranks.pair_table(self.comparisons, leaf))
+            self.__dict__["_rank_pairs"] = held
+        return held[2]
+
     def leaf(self, name):
         return next(leaf for leaf in self.leaves if leaf.name == name)
 

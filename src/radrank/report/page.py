@@ -363,7 +363,9 @@ class Table:
     def __init__(self, header, rows, *, sortable=True, text_columns=(), row_classes=None, cls: str = "",
                  header_cls: dict | None = None):
         self.header = list(header)
-        self.rows = [[cell(c) for c in r] for r in rows]
+        # each row's values as given: a text becomes a Cell where it is drawn (a paged table's data takes it as it
+        # is: 5,050 rows of 8 cells at 100 models)
+        self.rows = [list(r) for r in rows]
         self.sortable, self.text_columns = sortable, set(text_columns)
         self.row_classes = row_classes or [""] * len(self.rows)
         self.cls, self.header_cls = cls, dict(header_cls or {})
@@ -376,6 +378,7 @@ class Table:
         for cls, row in zip(classes, rows):
             cells = []
             for i, c in enumerate(row):
+                c = cell(c)
                 wanted = [k for k in self._column_cls(i).split() if k not in c.cls.split()]
                 if wanted:
                     c = Cell(c.text, c.sort, " ".join([*c.cls.split(), *wanted]), c.raw, c.md, c.title)
@@ -405,12 +408,14 @@ class Table:
     def data(self) -> dict:
         """Every row as the page's script pages through it (see :meth:`html`)."""
         classes = [self._column_cls(i) for i in range(len(self.header))]
-        return {"cls": classes, "rows": [[c.data(classes[i]) for i, c in enumerate(r)] for r in self.rows]}
+        # a value that is no Cell is a plain cell's text: its data is the text (Cell.data with no key and no class)
+        return {"cls": classes, "rows": [[c.data(classes[i]) if isinstance(c, Cell) else visible(c)
+                                          for i, c in enumerate(r)] for r in self.rows]}
 
     def markdown(self) -> str:
         lines = ["| " + " | ".join(md_text(h) for h in self.header) + " |",
                  "|" + "---|" * len(self.header)]
-        lines += ["| " + " | ".join(c.markdown() for c in r) + " |" for r in self.rows]
+        lines += ["| " + " | ".join(cell(c).markdown() for c in r) + " |" for r in self.rows]
         return "\n".join(lines)
 
 

@@ -299,7 +299,7 @@ def glance_table(group: Group, rows_shown: int = GLANCE_ROWS) -> tuple[Table, in
 
 
 def _adjacent_rows(group: Group, level: float):
-    pairs = ranks.pair_table(group.comparisons, group.rank_leaf)
+    pairs = group.rank_pairs
     names, order = group.names, group.order
     rows = []
     for a, b in zip(order, order[1:]):
@@ -364,7 +364,7 @@ def _forest_part(group: Group, base: str, headline: list, part: Part):
 def comparison_matrix(group: Group, level: float):
     """(Δ row − column, advantage (Δ oriented so + = row better), Holm-adjusted p, raw p) in board order."""
     order = group.order
-    pairs = ranks.pair_table(group.comparisons, group.rank_leaf)
+    pairs = group.rank_pairs
     n = len(order)
     delta, raw = np.full((n, n), np.nan), np.full((n, n), np.nan)
     for i, a in enumerate(order):
@@ -402,7 +402,7 @@ def _comparison_part(group: Group, base: str, level: float, part: Part):
         part.html.append(Table(["Pair", "Δ", "Interval", "p", "Common cases", f"Distinct at {level:.0%}"],
                                adjacent, text_columns=(0,)).html())
     rows = []
-    pairs = ranks.pair_table(group.comparisons, group.rank_leaf)
+    pairs = group.rank_pairs
     for i, a in enumerate(order):
         for j in range(i + 1, n):
             b = order[j]
