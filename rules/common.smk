@@ -31,8 +31,10 @@ except RadrankError as e:
     sys.exit(f"radrank: {e}")  # the one clear message, without a traceback
 for warning in PLAN.warnings:
     print(f"radrank: warning: {warning}", file=sys.stderr)
-# each input's checksum read once per file version, not once per output of its job (radrank.snakemake_checksums)
-snakemake_checksums.memoise()
+# each input's checksum read once per file version, not once per output of its job, nor again in the next run
+# while the file is unchanged (radrank.snakemake_checksums)
+snakemake_checksums.memoise(store=".snakemake/radrank/checksums.json")
+atexit.register(snakemake_checksums.save)
 # the update() outputs' backups before a job are hard links, not copies of every model's files (radrank.snakemake_backups)
 snakemake_backups.link_backups()
 # one scheduler wake-up timer waiting at a time, not one more chain per finished job (radrank.scheduler_timers)

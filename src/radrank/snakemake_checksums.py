@@ -14,16 +14,25 @@ when the job ends share one entry. While one job's records are written, an input
 output) is answered without another ``stat``: its inputs are finished files no job of the run writes (at 100
 models, 76,000 calls → 1,000 stats). Storage-plugin files, forced checksums and an algorithm given as a callable
 go to Snakemake unchanged.
+
+With a ``store`` (the workflow's ``.snakemake/radrank/checksums.json``), the checksums of one run are the next run's
+too: each is stored under the file's stat identity with its ctime (which an edit moves, even one whose mtime is set
+back, and no ordinary tool can set back), and :func:`save` keeps what this run asked for. A new submission's run
+hashed every unchanged pairs and drop file again (400 files at 100 models, 0.1 CPU-s of Snakemake's process).
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import os
+import tempfile
 
 _MARK = "_radrank_memoised"
 # path, threshold, algorithm -> checksum, while one job's records are written (PersistenceBase.finished)
 _WITHIN_RECORDS: contextvars.ContextVar = contextvars.ContextVar("radrank_checksums_within_records", default=None)
+# the checksums remembered across runs: the store's path, what it held at start, what this run asked for
+_STORE: dict = {"path": None, "known": {}, "used": {}}
 
 
 def unpatched(module: str, class_name: str, method: str, mark: str):
@@ -56,21 +65,71 @@ def patch(module: str, class_name: str, method: str, mark: str, make) -> bool:
     return True
 
 
-def memoise() -> bool:
-    """Memoise ``snakemake.io._IOFile.checksum`` in this process (idempotent). False where this Snakemake
-    has no such method (then nothing is changed: checksums are as slow as they were, never wrong)."""
+def _stamp(st) -> list:
+    """What names a version of a file: its stat identity and its ctime (an edit moves the ctime, even one whose
+    mtime is set back; no ordinary tool sets it back)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _load(store) -> dict:
+    if not store:
+        return {}
+    try:
+        with open(store) as f:
+            known = json.load(f)
+    except (OSError, ValueError):  # none yet, or cut short: hashed again
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def save() -> None:
+    """Write the store (atomically; none given: nothing): the checksums it held and those this run computed, of
+    the files still as they were when hashed (a file gone or changed leaves it). An ``atexit`` handler of the
+    Snakefile; a run that changed nothing leaves the file as it is."""
+    path = _STORE["path"]
+    if not path:
+        return
+    kept = {}
+    for key, entry in {**_STORE["known"], **_STORE["used"]}.items():
+        try:
+            st = os.stat(key.split(":", 2)[2])
+        except (OSError, IndexError):
+            continue
+        if isinstance(entry, list) and entry[:5] == _stamp(st):
+            kept[key] = entry
+    if kept == _STORE["known"]:
+        return
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".checksums.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(kept, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _STORE["known"] = kept
+
+
+def memoise(store: str | None = None) -> bool:
+    """Memoise ``snakemake.io._IOFile.checksum`` in this process (idempotent); ``store``: a JSON file that keeps
+    them for the next run (:func:`save` writes it). False where this Snakemake has no such method (then nothing is
+    changed: checksums are as slow as they were, never wrong)."""
+    _STORE.update(path=store, known=_load(store), used={})
 
     def make(original):
         memo: dict = {}
 
         async def checksum(self, threshold=None, force=False, algorithm=None):
             named = "sha256" if algorithm is None else algorithm  # Snakemake's default, by name
-            if force or not isinstance(named, str) or self.is_storage:
-                return await original(self, threshold, force, algorithm)
             within = _WITHIN_RECORDS.get()
             asked = (self.file, threshold, named)
-            if within is not None and asked in within:
+            if within is not None and not force and asked in within:  # only what passed the checks below is there
                 return within[asked]
+            if force or not isinstance(named, str) or self.is_storage:
+                return await original(self, threshold, force, algorithm)
             try:
                 st = os.stat(self.file)
             except OSError:
@@ -80,7 +139,15 @@ def memoise() -> bool:
             try:
                 value = memo[key]
             except KeyError:
-                value = memo[key] = await original(self, threshold, force, algorithm)
+                stored, stamp = f"{threshold}:{named}:{self.file}", _stamp(st)
+                # an earlier run's checksum of this very version of the file (ctime included), else the file read
+                entry = _STORE["known"].get(stored)
+                value = entry[5] if isinstance(entry, list) and len(entry) == 6 and entry[:5] == stamp else None
+                if value is None:
+                    value = await original(self, threshold, force, algorithm)
+                memo[key] = value
+                if value is not None:
+                    _STORE["used"][stored] = [*stamp, value]
             if within is not None:
                 within[asked] = value
             return value
