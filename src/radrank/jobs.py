@@ -494,7 +494,7 @@ def write_model_scores(metric_name, settings, result, models, pair_paths, score_
                                  versions, reuse_key=key)
         records.append((frame, out, prov))
     for frame, out, prov in records:
-        io.write_parquet(frame, out, prov)
+        io.write_parquet(frame, out, prov, compression=io.SCORE_COMPRESSION)
 
 
 @dataclass(frozen=True)
