@@ -130,6 +130,9 @@ def _forget_kept(name: str, output) -> None:
     if name == "ScoreGroup":
         for out in getattr(output, "scores", None) or ():
             Path(out).unlink(missing_ok=True)
+        folder = getattr(output, "score_dir", None)  # the metric's folder of the group's score files (a rule's)
+        for out in Path(str(folder)).glob("*.parquet") if folder else ():
+            out.unlink()
         shutil.rmtree(".snakemake/radrank/file-digests", ignore_errors=True)  # the pairs files' digests (jobs.py)
     elif name == "Bootstrap":  # the replay runs in the workflow's folder: the workflow's layout (docs/outputs.md)
         for memo in Path("results/stats").glob("*/*/replicate-memo"):

@@ -175,9 +175,11 @@ def test_results_and_clean_tell_another_sheets_outputs_from_this_configs(tmp_pat
             "results/summary/demo_cxr/findings/careful/results.csv", "results/metaeval/radpref/agreement.csv",
             "results/pairs/metaeval-radpref/metaeval/candidates.parquet", "results/mrscore/demo/model/MODEL_CARD.md"]
     theirs = ["results/leaderboard/demo_clinic_findings.csv", "results/report/demo_clinic_findings.html",
-              "results/pairs/demo_clinic/findings/careful.parquet", "results/scores/demo_clinic/findings/bleu2/careful.parquet",
+              "results/pairs/demo_clinic/findings/careful.parquet",
+              "results/scores/demo_clinic/findings/bleu2/careful.parquet",
               "results/stats/demo_clinic/findings/summary.parquet", "results/cases/demo_clinic/findings.parquet",
-              "results/summary/demo_clinic/findings/careful/results.csv", "results/scores/demo_cxr/findings/bleu2/template.parquet",
+              "results/summary/demo_clinic/findings/careful/results.csv",
+              "results/scores/demo_cxr/findings/bleu2/template.parquet",
               "results/pairs/demo_cxr/findings/template.parquet", "results/pairs/demo_cxr/findings/template.drops.csv",
               "results/metaeval/rexval/agreement.csv", "results/pairs/metaeval-rexval/metaeval/candidates.parquet"]
     for name in ours + theirs:

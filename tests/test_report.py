@@ -69,13 +69,20 @@ def test_the_report_reads_its_inputs_by_name(layout):
     assert named["group1_leaderboard"] == str(layout[1]["leaderboard"])
     assert named["group0_pairs"] == [str(m["pairs"]) for m in layout[0]["models"].values()]
     assert named["metaeval"] == ["a/agreement.csv"]
-    assert set(named) == {"metaeval", *(f"group{i}_{kind}" for i in range(len(layout)) for kind in
-                                         ("leaderboard", "ranks", "summary", "comparisons", "pairs", "drops", "score_dirs"))}
+    kinds = ("leaderboard", "ranks", "summary", "comparisons", "pairs", "drops", "score_dirs")
+    assert set(named) == {"metaeval", *(f"group{i}_{kind}" for i in range(len(layout)) for kind in kinds)}
     keys = ("dataset", "split", "leaderboard", "ranks", "summary", "comparisons")
     read = job.layout(jobs.Files(named))
     assert [{k: str(e[k]) for k in keys} for e in layout] == [{k: e[k] for k in keys} for e in read]
     assert [{m: {"pairs": str(f["pairs"]), "drops": str(f["drops"]), "scores": {x: str(p) for x, p in f["scores"].items()}}
              for m, f in e["models"].items()} for e in layout] == [e["models"] for e in read]
+    # the score files by their metric folders: a layout whose files are elsewhere cannot be named so
+    first = next(iter(layout[0]["models"].values()))["scores"]
+    assert named["group0_score_dirs"] == [str(Path(path).parent) for path in first.values()]
+    moved = [{**layout[0], "models": {m: {**f, "scores": {**f["scores"]}} for m, f in layout[0]["models"].items()}}]
+    next(iter(moved[0]["models"].values()))["scores"][next(iter(first))] = "elsewhere/model.parquet"
+    with pytest.raises(ValueError, match="<metric folder>/<model>.parquet"):
+        jobs.Report.inputs(moved)
 
 
 def metaeval_table(name="rexval"):
