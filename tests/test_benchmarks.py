@@ -50,6 +50,8 @@ SMOKE = [
       rf"^this checkout: 2 full runs of 2 models, each from scratch: CPU {NUMBER}, {NUMBER} s"]),
     ("teardown.py", ["--repeat", "1"],
      [r"^Snakemake's process \(", rf"^\s+ratio: wall x{NUMBER}, CPU x{NUMBER} \(-?{NUMBER} CPU-s less per process\)"]),
+    ("score_files.py", ["--models", "2", "--cases", "50", "--repeats", "1"],
+     [r"the score files' codec: lz4$", rf"^\s+lz4\s+{NUMBER} kB a file\s+read\s+{NUMBER} ms\s+write\s+{NUMBER} ms"]),
     ("overhead.py", ["--models", "3", "--cases", "20"],
      [rf"^wall --cores 1 / --cores 2: {NUMBER}", rf"^work, replayed in one process: {NUMBER} s CPU"]),
 ]
