@@ -798,8 +798,9 @@ class Report(Job):
         return dataclasses.replace(cls(**dict(params)), digest_memo=GROUP_DIGESTS)
 
     def _digests(self, layout: list):
-        """path -> sha256 of a file the pages read: from its group's memo where :attr:`digest_memo` is set (the
-        memo the group's scoring jobs keep: its pairs files are there already), else read; and the memos to save."""
+        """(path -> sha256 of a file the pages read (:func:`radrank.report.reuse.group_files`), the memos to save):
+        from its group's memo where :attr:`digest_memo` is set (the memo the group's scoring jobs keep: its pairs
+        files are there already), else read."""
         from radrank.provenance import file_sha256
 
         if self.digest_memo is None:
@@ -811,7 +812,7 @@ class Report(Job):
             memo = FileDigests(self.digest_memo.format(dataset=entry["dataset"], split=entry["split"]))
             memos.append(memo)
             of_path.update({path: memo for path in group_files(entry)})
-        return (lambda path: of_path[str(path)](path) if str(path) in of_path else file_sha256(path)), memos
+        return (lambda path: of_path[str(path)](path)), memos
 
     @staticmethod
     def page_name(dataset: str, split: str) -> str:

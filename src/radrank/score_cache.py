@@ -783,10 +783,11 @@ class Namespace:
         (:attr:`skipped` names the others among those read).
 
         ``seconds_per_pair``: what scoring a pair costs the metric
-        (:attr:`radrank.metrics.base.Metric.seconds_per_pair`). A pack whose filter holds too few of the pairs asked for to pay for reading it (PACK_READ_S_PER_BYTE) is
-        left unread, and its pairs count as misses (:attr:`left_unread`): a new submission's lexical scoring found
-        a hundred of its 10,000 pairs in a leaderboard's packs of a million, and read 25-50 MB for them. A pack this
-        process has read already is always read (its digests are in memory)."""
+        (:attr:`radrank.metrics.base.Metric.seconds_per_pair`). A pack whose filter holds too few of the pairs asked
+        for to pay for reading it (PACK_READ_S_PER_BYTE) is left unread, and its pairs count as misses
+        (:attr:`left_unread`): a new submission's lexical scoring found a hundred of its 10,000 pairs in a
+        leaderboard's packs of a million, and read 25-50 MB for them. A pack this process has read already is always
+        read (its digests are in memory)."""
         wanted = pd.unique(np.asarray(digests, dtype=object))
         self.answered_meta = None
         self.left_unread = {}
@@ -1223,8 +1224,8 @@ def prune(root, max_bytes: int | None = None, older_than_days: float | None = No
     refused when every pack fails its checksum: a wrong secret); remove the packs unused for ``older_than_days``,
     then the least recently used packs until at most ``max_bytes`` remain; then (``compact``) merge the small
     served packs of every size tier of a namespace holding ``compact_min_packs`` or more into a few
-    (:func:`_compact`). Namespaces left without packs are removed, and so are temporary files of jobs killed mid-write. ``dry_run``: say what would be done,
-    do nothing."""
+    (:func:`_compact`). Namespaces left without packs are removed, and so are temporary files of jobs killed
+    mid-write. ``dry_run``: say what would be done, do nothing."""
     now = time.time()
     result = PruneResult(dry_run=dry_run)
     spaces = [_namespace_info(folder, secret, check=False) for folder in _namespace_folders(root)]

@@ -85,9 +85,10 @@ def _load(store) -> dict:
 def save() -> None:
     """Write the store (atomically; none given: nothing): the checksums it held and those this run computed, of
     the files still as they were when hashed (a file gone or changed leaves it). An ``atexit`` handler of the
-    Snakefile; a run that changed nothing leaves the file as it is."""
+    Snakefile. A run that hashed nothing (a no-op rerun, a cluster job's step) leaves the file as it is, without a
+    stat of its entries: an entry whose file changed since is never served (its stamp differs)."""
     path = _STORE["path"]
-    if not path:
+    if not path or not _STORE["used"]:
         return
     kept = {}
     for key, entry in {**_STORE["known"], **_STORE["used"]}.items():
